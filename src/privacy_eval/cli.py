@@ -1,0 +1,146 @@
+"""Command line of jobs/evaluate_privacy.py (CONTRACT.md "Running").
+
+Exit codes: 0 done; 2 invalid configuration or input; 3 a target missed under
+--fail-on-target; 1 anything unexpected. On every non-zero exit the results tables
+are left as they were: results are written last, and only on success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+import uuid
+from datetime import datetime, timezone
+from typing import Sequence
+
+from privacy_eval import __version__
+from privacy_eval.config import Config, load_config
+from privacy_eval.errors import UserError
+
+EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
+
+log = logging.getLogger("privacy_eval")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="evaluate_privacy",
+        description="Evaluate how well a synthetic table protects the people in its original.",
+    )
+    parser.add_argument("--config", required=True, help="YAML configuration file")
+    parser.add_argument("--run-id", help="identifies this run in the results tables (default: a new UUID)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override one configuration key, value parsed as YAML (repeatable)",
+    )
+    parser.add_argument(
+        "--fail-on-target", action="store_true",
+        help="exit 3, writing nothing, when a metric with a target misses it",
+    )
+    parser.add_argument("--verbose", action="store_true", help="log Spark and job details at INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its usage message
+        return EXIT_INVALID if exc.code else EXIT_OK
+    # Our own phases at INFO; third-party Python loggers (py4j) only when verbose.
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    log.setLevel(logging.INFO)
+    run_id = args.run_id or str(uuid.uuid4())
+    try:
+        config = load_config(args.config, args.overrides)
+        return _run(config, run_id, args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except Exception as exc:  # noqa: BLE001 - the last line of defence, exit 1
+        # Messages of Spark errors can quote record values; only --verbose shows them.
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"error: unexpected failure ({type(exc).__name__}); rerun with --verbose for details",
+            file=sys.stderr,
+        )
+        return EXIT_UNEXPECTED
+
+
+def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
+    # Imported here so that `--help` and configuration errors answer without a JVM.
+    from privacy_eval.evaluation import evaluate
+    from privacy_eval.results import RunRecord, ensure_tables, write_run
+    from privacy_eval.session import build_session
+
+    _check_warehouse_writable(config.results.warehouse)
+    started_at = datetime.now(timezone.utc)
+    spark = build_session("privacy-eval")
+    spark.sparkContext.setLogLevel("INFO" if args.verbose else "WARN")
+    evaluation = evaluate(spark, config)
+    finished_at = datetime.now(timezone.utc)
+
+    missed = [m for m in evaluation.metrics if m.passed is False]
+    print(_summary(config.dataset, run_id, evaluation.metrics))
+    if args.fail_on_target and missed:
+        names = ", ".join(m.metric for m in missed)
+        print(f"error: target missed by {names}; results not written (--fail-on-target)", file=sys.stderr)
+        return EXIT_TARGET_MISSED
+
+    ensure_tables(spark, config.results.warehouse, config.results.database)
+    write_run(
+        spark,
+        config.results.database,
+        RunRecord(
+            run_id=run_id,
+            dataset=config.dataset,
+            n_original=evaluation.n_original,
+            n_synthetic=evaluation.n_synthetic,
+            config_sha256=config.sha256(),
+            input_fingerprint=evaluation.input_fingerprint,
+            tool_version=__version__,
+            started_at=started_at,
+            finished_at=finished_at,
+        ),
+        evaluation.metrics,
+        evaluation.columns,
+    )
+    log.info("results written to %s.metric_results, run_id=%s", config.results.database, run_id)
+    return EXIT_OK
+
+
+def _summary(dataset: str, run_id: str, metrics: Sequence) -> str:
+    lines = [f"privacy evaluation of {dataset} (run_id {run_id})"]
+    width = max((len(m.metric) for m in metrics), default=0)
+    for m in metrics:
+        value = "undefined" if m.value is None else (
+            f"{m.value:8.3f} %" if m.unit == "percent" else f"{m.value:8.4f}  "
+        )
+        if m.target is None:
+            verdict = "no target"
+        else:
+            op = ">=" if m.unit == "percent" else "<="
+            verdict = f"target {op} {m.target:g}  " + {True: "PASS", False: "FAIL", None: m.status.upper()}[m.passed]
+        lines.append(f"  {m.metric:<{width}}  {value}  {verdict}")
+    return "\n".join(lines)
+
+
+def _check_warehouse_writable(warehouse: str) -> None:
+    """Fail before any work when results could not be written (local warehouses only)."""
+    if "://" in warehouse or warehouse.startswith("file:"):
+        return
+    probe = os.path.abspath(warehouse)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
+        raise UserError(f"results.warehouse: {warehouse} is not writable")

@@ -1,0 +1,333 @@
+"""The job's configuration: a YAML file checked strictly against typed dataclasses.
+
+Strict because a typo in a key (say `row_direct_macth`) must not silently disable a
+metric: unknown keys, wrong types and missing required keys are errors naming the key.
+The schema is the one in CONTRACT.md; each dataclass below is one mapping of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+
+from privacy_eval.errors import ConfigError
+
+POSITION_KEY = "@position"
+DEFAULT_TOLERANCE = 1.4901161193847656e-08  # sqrt(double eps), as the reference package
+FORMATS = ("csv", "parquet", "json", "orc")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one input table comes from: a file or folder (`path`) or a catalog `table`."""
+
+    path: Optional[str] = None
+    table: Optional[str] = None
+    format: Optional[Literal["csv", "parquet", "json", "orc"]] = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RowDirectMatchConfig:
+    target: Optional[float] = 90.0
+
+
+@dataclass(frozen=True)
+class ColumnDirectMatchConfig:
+    target: Optional[float] = 50.0
+
+
+@dataclass(frozen=True)
+class KnowledgeProtectionConfig:
+    known_variables: list[str]
+    target: Optional[float] = 95.0
+    bin_width: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LinkageConfig:
+    targets: list[str]
+    blocking: list[str] = field(default_factory=list)
+    methods: list[Literal["mahalanobis", "weighted"]] = field(
+        default_factory=lambda: ["mahalanobis", "weighted"]
+    )
+    cov_from: Literal["raw", "anon", "pooled"] = "raw"
+    ridge: float = 1.0e-6
+    squared: bool = False
+    tolerance: float = DEFAULT_TOLERANCE
+    top_k: list[int] = field(default_factory=lambda: [1, 5, 10])
+    drop_incomplete: bool = False
+    target: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """A metric runs when its key is present (an empty mapping takes the defaults)."""
+
+    row_direct_match: Optional[RowDirectMatchConfig] = None
+    column_direct_match: Optional[ColumnDirectMatchConfig] = None
+    knowledge_protection: Optional[KnowledgeProtectionConfig] = None
+    linkage: Optional[LinkageConfig] = None
+
+
+@dataclass(frozen=True)
+class ResultsConfig:
+    warehouse: str = "spark-warehouse"
+    database: str = "privacy_eval"
+
+
+@dataclass(frozen=True)
+class Config:
+    dataset: str
+    original: Source
+    synthetic: Source
+    metrics: MetricsConfig
+    row_key: str = POSITION_KEY
+    exclude: list[str] = field(default_factory=list)
+    categorical: list[str] = field(default_factory=list)
+    # Extension of the CONTRACT schema: Spark type names (e.g. "double", "string") to cast
+    # a column to on both sides, for columns whose types differ between the two files.
+    cast: dict[str, str] = field(default_factory=dict)
+    results: ResultsConfig = field(default_factory=ResultsConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def sha256(self) -> str:
+        """Hash of the effective configuration, recorded with every result row."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# Keys whose values lie in a metric mapping: `row_direct_match:` with no value means
+# "run with defaults", which YAML reads as None.
+_METRIC_KEYS = {f.name for f in dataclasses.fields(MetricsConfig)}
+
+
+def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply `--set key=value` overrides, validate, resolve paths.
+
+    Relative paths in the file are resolved against the file's folder, so a config
+    travels with its data; relative paths given by `--set` are resolved against the
+    current directory, like any other command-line path.
+    """
+    config_path = Path(path)
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {config_path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {config_path} is not valid YAML{where}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {config_path} must hold a mapping at the top level")
+
+    base = config_path.resolve().parent
+    _resolve_paths(raw, base)
+    for override in overrides or []:
+        _apply_override(raw, override)
+
+    for key in _METRIC_KEYS:
+        metrics = raw.get("metrics")
+        if isinstance(metrics, dict) and key in metrics and metrics[key] is None:
+            metrics[key] = {}
+    config = _build(Config, raw, "")
+    _check_semantics(config)
+    return config
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for side in ("original", "synthetic"):
+        source = raw.get(side)
+        if isinstance(source, dict) and isinstance(source.get("path"), str):
+            source["path"] = _resolve(source["path"], base)
+    results = raw.setdefault("results", {})
+    if isinstance(results, dict):
+        # The default warehouse lives beside the config, like every other relative path.
+        warehouse = results.get("warehouse", ResultsConfig.warehouse)
+        if isinstance(warehouse, str):
+            results["warehouse"] = _resolve(warehouse, base)
+
+
+def _resolve(value: str, base: Path) -> str:
+    if "://" in value or value.startswith("file:") or os.path.isabs(value):
+        return value
+    return str((base / value).resolve())
+
+
+def _apply_override(raw: dict[str, Any], override: str) -> None:
+    key, sep, value_text = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set expects dotted.key=value, got '{key}'")
+    try:
+        value = yaml.safe_load(value_text) if value_text else None
+    except yaml.YAMLError:
+        raise ConfigError(f"--set {key}: the value is not valid YAML") from None
+    parts = key.split(".")
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: '{'.'.join(parts[: depth + 1])}' is not a mapping")
+        node = child
+    if parts[-1] in ("path", "warehouse") and isinstance(value, str):
+        value = _resolve(value, Path.cwd())
+    node[parts[-1]] = value
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    """Build dataclass `cls` from `data`, naming the dotted key of any mistake."""
+    label = where or "the configuration"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label} must be a mapping, got {_type_name(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        known = ", ".join(sorted(fields))
+        raise ConfigError(f"unknown key '{_join(where, unknown[0])}' (allowed here: {known})")
+    values = {}
+    for name, f in fields.items():
+        key = _join(where, name)
+        if name not in data:
+            no_default = (
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            )
+            if no_default:
+                raise ConfigError(f"missing required key '{key}'")
+            continue
+        values[name] = _coerce(hints[name], data[name], key)
+    return cls(**values)
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if origin is Literal:
+        if value not in args:
+            allowed = ", ".join(str(a) for a in args)
+            raise ConfigError(f"key '{key}' must be one of {allowed}, got '{value}'")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"key '{key}' must be a list, got {_type_name(value)}")
+        return [_coerce(args[0], item, f"{key}[{i}]") for i, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"key '{key}' must be a mapping, got {_type_name(value)}")
+        return {
+            _coerce(args[0], k, key): _coerce(args[1], v, _join(key, str(k)))
+            for k, v in value.items()
+        }
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"key '{key}' must be true or false, got {_type_name(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"key '{key}' must be a number, got {_type_name(value)}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"key '{key}' must be a whole number, got {_type_name(value)}")
+        return value
+    if tp is str:
+        # YAML reads `dataset: 2024` as a number; a name is still meant.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"key '{key}' must be a string, got {_type_name(value)}")
+        return value
+    raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module
+
+
+def _check_semantics(config: Config) -> None:
+    """Rules that span keys or values, beyond what the types say."""
+    if not config.dataset.strip():
+        raise ConfigError("key 'dataset' must not be empty")
+    for side in ("original", "synthetic"):
+        source: Source = getattr(config, side)
+        if (source.path is None) == (source.table is None):
+            raise ConfigError(f"key '{side}' needs exactly one of 'path' or 'table'")
+    if not config.row_key:
+        raise ConfigError("key 'row_key' must not be empty")
+    for key in ("exclude", "categorical"):
+        values = getattr(config, key)
+        if len(set(values)) != len(values):
+            raise ConfigError(f"key '{key}' lists a column twice")
+    metrics = config.metrics
+    if not any(getattr(metrics, name) is not None for name in _METRIC_KEYS):
+        raise ConfigError("key 'metrics' must name at least one metric")
+    for name in ("row_direct_match", "column_direct_match", "knowledge_protection"):
+        metric = getattr(metrics, name)
+        if metric is not None and metric.target is not None and not 0 <= metric.target <= 100:
+            raise ConfigError(f"key 'metrics.{name}.target' must lie in 0..100 (percent)")
+    kp = metrics.knowledge_protection
+    if kp is not None:
+        if not kp.known_variables:
+            raise ConfigError("key 'metrics.knowledge_protection.known_variables' must not be empty")
+        if len(set(kp.known_variables)) != len(kp.known_variables):
+            raise ConfigError("key 'metrics.knowledge_protection.known_variables' lists a column twice")
+        for name, width in kp.bin_width.items():
+            if name not in kp.known_variables:
+                raise ConfigError(
+                    f"key 'metrics.knowledge_protection.bin_width.{name}' names a column "
+                    "that is not a known variable"
+                )
+            if not width > 0 or width == float("inf"):
+                raise ConfigError(
+                    f"key 'metrics.knowledge_protection.bin_width.{name}' must be a positive number"
+                )
+    link = metrics.linkage
+    if link is not None:
+        if not link.targets:
+            raise ConfigError("key 'metrics.linkage.targets' must not be empty")
+        if len(set(link.targets)) != len(link.targets):
+            raise ConfigError("key 'metrics.linkage.targets' lists a column twice")
+        if link.ridge < 0:
+            raise ConfigError("key 'metrics.linkage.ridge' must not be negative")
+        if not 0 <= link.tolerance < float("inf"):
+            raise ConfigError("key 'metrics.linkage.tolerance' must be a finite non-negative number")
+        if not link.methods:
+            raise ConfigError("key 'metrics.linkage.methods' must not be empty")
+        if any(k < 1 for k in link.top_k):
+            raise ConfigError("key 'metrics.linkage.top_k' values must be at least 1")
+        if link.target is not None and not 0 <= link.target <= 1:
+            raise ConfigError("key 'metrics.linkage.target' must lie in 0..1 (a success rate)")
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )

@@ -1,0 +1,188 @@
+"""One evaluation: read both tables, run the configured metrics, collect result rows.
+
+Usable from a notebook: `evaluate(spark, load_config("conf/examples/wbcd.yaml"))`, or
+`evaluate_inputs(prepare_inputs(original_df, synthetic_df, row_key="id"), metrics)` on
+DataFrames you already have.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from privacy_eval.config import POSITION_KEY, Config, MetricsConfig
+from privacy_eval.errors import InputError
+from privacy_eval.frames import COUNT, occurring_once, row_counts
+from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
+from privacy_eval.metrics.column_direct_match import column_direct_match_protection
+from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
+from privacy_eval.metrics.row_direct_match import row_direct_match_protection
+from privacy_eval.results import ColumnRow, MetricRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Evaluation:
+    metrics: list[MetricRow]
+    columns: list[ColumnRow]
+    n_original: int
+    n_synthetic: int
+    input_fingerprint: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def phase(name: str, **counts: int) -> Iterator[None]:
+    """Log one line per phase with its duration, so a long run shows it is alive."""
+    started = time.perf_counter()
+    log.info("%s: started", name)
+    yield
+    extra = "".join(f", {k}={v}" for k, v in counts.items())
+    log.info("%s: done in %.1f s%s", name, time.perf_counter() - started, extra)
+
+
+def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
+    by_position = config.row_key == POSITION_KEY
+    with phase("read inputs"):
+        original = read_table(spark, config.original, "original", with_position=by_position)
+        synthetic = read_table(spark, config.synthetic, "synthetic", with_position=by_position)
+        inputs = prepare_inputs(
+            original,
+            synthetic,
+            row_key=POSITION if by_position else config.row_key,
+            exclude=config.exclude,
+            categorical=config.categorical,
+            cast=config.cast,
+        )
+    log.info(
+        "inputs: %d original rows, %d synthetic rows, %d compared columns",
+        inputs.n_original, inputs.n_synthetic, len(inputs.columns),
+    )
+    return inputs
+
+
+def evaluate(spark: SparkSession, config: Config) -> Evaluation:
+    """Run every metric the configuration names on its two inputs."""
+    inputs = load_inputs(spark, config)
+    inputs.cache()
+    try:
+        return evaluate_inputs(inputs, config.metrics)
+    finally:
+        inputs.unpersist()
+
+
+def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluation:
+    """Run the configured metrics on prepared inputs; returns rows for the results tables."""
+    evaluation = Evaluation([], [], inputs.n_original, inputs.n_synthetic, inputs.fingerprint)
+    columns = list(inputs.columns)
+    kp = metrics.knowledge_protection
+    if kp is not None:
+        for name in kp.known_variables:
+            if name not in inputs.columns:
+                raise InputError(
+                    f"knowledge_protection: known variable '{name}' is not a compared column "
+                    "(missing from the data, excluded, or the row key)"
+                )
+
+    needs_singletons = metrics.row_direct_match is not None or kp is not None
+    counts = singletons = None
+    n_singletons = 0
+    if needs_singletons:
+        with phase("original rows that occur once"):
+            # U serves both RDMP and KPR: computed and cached once.
+            counts = row_counts(inputs.original, columns).cache()
+            n_singletons = counts.filter(F.col(COUNT) == 1).count()
+            singletons = occurring_once(counts)
+    try:
+        if metrics.row_direct_match is not None:
+            assert singletons is not None
+            with phase("row_direct_match_protection"):
+                rdm = row_direct_match_protection(
+                    singletons, inputs.synthetic, columns, inputs.n_original, n_singletons
+                )
+            evaluation.metrics.append(MetricRow(
+                metric="row_direct_match_protection",
+                value=rdm.protection,
+                unit="percent",
+                target=metrics.row_direct_match.target,
+                numerator=rdm.reproduced,
+                denominator=rdm.n_original,
+                details=rdm.details(),
+            ))
+
+        if metrics.column_direct_match is not None:
+            with phase("column_direct_match_protection"):
+                cdm = column_direct_match_protection(
+                    inputs.original, inputs.synthetic, columns, KEY,
+                    inputs.n_original, inputs.n_synthetic,
+                )
+            target = metrics.column_direct_match.target
+            details = cdm.details()
+            status = "ok"
+            if cdm.original_unpaired or cdm.synthetic_unpaired:
+                _warn(
+                    evaluation, details,
+                    f"column_direct_match: {cdm.original_unpaired} original and "
+                    f"{cdm.synthetic_unpaired} synthetic rows have no partner under row_key "
+                    f"'{inputs.row_key}'; unpaired rows count as no match",
+                )
+            if cdm.n_paired == 0:
+                status = "not_measurable"
+                _warn(evaluation, details, "column_direct_match: no row key occurs on both sides")
+            evaluation.metrics.append(MetricRow(
+                metric="column_direct_match_protection",
+                value=cdm.protection if status == "ok" else None,
+                unit="percent",
+                target=target,
+                status=status,
+                numerator=cdm.weakest.matches,
+                denominator=cdm.n_original,
+                details=details,
+            ))
+            evaluation.columns.extend(
+                ColumnRow(
+                    column_name=p.column,
+                    matches=p.matches,
+                    distinct_synthetic=p.distinct_synthetic,
+                    protection=p.protection,
+                    risk_rank=rank,
+                    below_target=None if target is None else p.protection < target,
+                )
+                for rank, p in enumerate(cdm.ranking, start=1)
+            )
+
+        if kp is not None:
+            assert singletons is not None
+            with phase("knowledge_protection_rate"):
+                kpr = knowledge_protection_rate(
+                    singletons, inputs.synthetic, kp.known_variables,
+                    sorted(inputs.numeric), inputs.n_original, n_singletons, kp.bin_width,
+                )
+            evaluation.metrics.append(MetricRow(
+                metric="knowledge_protection_rate",
+                value=kpr.protection,
+                unit="percent",
+                target=kp.target,
+                numerator=kpr.exposed,
+                denominator=kpr.n_original,
+                details=kpr.details(),
+            ))
+        if metrics.linkage is not None:
+            raise InputError("metrics.linkage: the linkage attack is not available in this version yet")
+    finally:
+        if counts is not None:
+            counts.unpersist()
+    return evaluation
+
+
+def _warn(evaluation: Evaluation, details: dict, message: str) -> None:
+    log.warning(message)
+    evaluation.warnings.append(message)
+    details.setdefault("warnings", []).append(message)

@@ -1,0 +1,48 @@
+"""The one place a SparkSession is built, for the job, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+# Defaults that spark-submit --conf or conf/spark/*.conf may override. The console
+# progress bar garbles the job's own log; phases are logged instead.
+DEFAULT_CONF = {
+    "spark.ui.showConsoleProgress": "false",
+}
+
+# Settings every run needs, whoever starts it. Dynamic partition overwrite is what makes
+# a re-run replace only its own run_id partition: the STATIC default wipes every other
+# run of the results table (spark-practices.md §2c).
+REQUIRED_CONF = {
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Return a SparkSession; the master comes from spark-submit, else `local[*]`.
+
+    Python workers must run this interpreter: PySpark takes the worker interpreter only
+    from PYSPARK_PYTHON, and the system `python3` lacks pandas and pyarrow. On a cluster
+    the executors' interpreter is the cluster's business, so only local masters get it.
+    """
+    conf = SparkConf()  # under spark-submit this already holds --master and --conf values
+    master = conf.get("spark.master", None)
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master is None:
+        builder = builder.master("local[*]")
+    defaults = {k: v for k, v in DEFAULT_CONF.items() if conf.get(k, None) is None}
+    for key, value in {**defaults, **REQUIRED_CONF, **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    for key, value in REQUIRED_CONF.items():  # getOrCreate may have returned a live session
+        spark.conf.set(key, value)
+    return spark

@@ -1,0 +1,59 @@
+"""One SparkSession for the whole test session, configured for small data (see
+spark-practices.md §2a.6): one shuffle partition, no UI, no adaptive execution."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+# Workers must run this interpreter (with pandas and pyarrow), not the system python3.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from privacy_eval.session import build_session
+
+    scratch = tmp_path_factory.mktemp("spark")
+    session = build_session(
+        "privacy-eval-tests",
+        extra_conf={
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.memory": "2g",
+            "spark.sql.warehouse.dir": str(scratch / "warehouse"),
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def sql_conf(spark):
+    """Set session confs for one test and restore them afterwards."""
+    saved: dict[str, str | None] = {}
+
+    def setter(values: dict[str, str]) -> None:
+        for key, value in values.items():
+            saved.setdefault(key, spark.conf.get(key, None))
+            spark.conf.set(key, value)
+
+    yield setter
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

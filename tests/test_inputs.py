@@ -1,0 +1,142 @@
+"""Reading and reconciling the two inputs: types, keys, compared columns, positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from privacy_eval.config import Source
+from privacy_eval.errors import InputError
+from privacy_eval.inputs import KEY, POSITION, prepare_inputs, read_table
+
+
+def frames(spark, rows_o, schema_o, rows_s, schema_s):
+    return spark.createDataFrame(rows_o, schema_o), spark.createDataFrame(rows_s, schema_s)
+
+
+def test_number_against_text_is_an_error_naming_both_types(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, "5")], "id long, x string")
+    with pytest.raises(InputError, match=r"column 'x' is bigint in the original and string in the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_configured_cast_makes_mismatched_types_comparable(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, "5")], "id long, x string")
+    inputs = prepare_inputs(o, s, row_key="id", cast={"x": "double"})
+    assert dict(inputs.synthetic.dtypes)["x"] == "double"
+
+
+def test_int_and_double_become_double(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x int", [(1, 5.0)], "id long, x double")
+    inputs = prepare_inputs(o, s, row_key="id")
+    assert dict(inputs.original.dtypes)["x"] == "double"
+    assert inputs.numeric == frozenset({"x"})
+
+
+def test_column_on_one_side_only_must_be_excluded(spark):
+    o, s = frames(spark, [(1, 5, 9)], "id long, x long, secret long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="'secret' is in the original table but not in the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+    inputs = prepare_inputs(o, s, row_key="id", exclude=["secret"])
+    assert inputs.columns == ("x",)
+
+
+def test_nothing_left_to_compare(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="no column left"):
+        prepare_inputs(o, s, row_key="id", exclude=["x"])
+
+
+def test_duplicated_keys_are_reported_by_count(spark):
+    o, s = frames(spark, [(1, 5), (1, 6), (1, 7), (2, 8)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="1 key value.*occurs 3 times") as err:
+        prepare_inputs(o, s, row_key="id")
+    assert "5" not in str(err.value).replace("occurs 3", "")  # no record value in the message
+
+
+def test_null_keys_are_refused(spark):
+    o, s = frames(spark, [(None, 5), (2, 6)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="null in 1 row"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_missing_key_and_empty_table(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(5,)], "x long")
+    with pytest.raises(InputError, match="missing from the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+    o, s = frames(spark, [], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="original table has no rows"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_odd_column_names_work(spark):
+    names = ["a b", "c.d", "e`f", "g'h", "ünïcødé"]
+    schema = ", ".join(["id long"] + [f"`{n.replace('`', '``')}` long" for n in names])
+    o, s = frames(spark, [(1, 1, 2, 3, 4, 5)], schema, [(1, 1, 2, 3, 4, 6)], schema)
+    inputs = prepare_inputs(o, s, row_key="id")
+    assert inputs.columns == tuple(names)
+    assert inputs.original.count() == 1
+
+
+def test_fingerprint_ignores_row_order_but_not_values(spark):
+    rows = [(i, i * 2, None if i % 3 else "x") for i in range(20)]
+    schema = "id long, v long, s string"
+    base = prepare_inputs(*frames(spark, rows, schema, rows, schema), row_key="id").fingerprint
+    shuffled = prepare_inputs(*frames(spark, rows[::-1], schema, rows, schema), row_key="id").fingerprint
+    changed_rows = rows[:-1] + [(19, 39, None)]
+    changed = prepare_inputs(*frames(spark, changed_rows, schema, rows, schema), row_key="id").fingerprint
+    # Swapping which column holds the null must change it too (xxhash64 skips nulls).
+    moved = [(0, None, "0")] + rows[1:]
+    moved_null = prepare_inputs(*frames(spark, moved, "id long, v long, s string", rows, schema), row_key="id").fingerprint
+    assert base == shuffled
+    assert len({base, changed, moved_null}) == 3
+
+
+def test_reading_missing_file_names_it(spark, tmp_path):
+    with pytest.raises(InputError, match="original: file not found: .*nope.csv"):
+        read_table(spark, Source(path=str(tmp_path / "nope.csv")), "original")
+
+
+def test_unknown_extension_asks_for_a_format(spark, tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("a\n1\n")
+    with pytest.raises(InputError, match="synthetic.format"):
+        read_table(spark, Source(path=str(path)), "synthetic")
+
+
+def test_position_differs_in_row_count(spark, tmp_path):
+    (tmp_path / "o.csv").write_text("x\n1\n2\n3\n")
+    (tmp_path / "s.csv").write_text("x\n1\n2\n")
+    o = read_table(spark, Source(path=str(tmp_path / "o.csv")), "original", with_position=True)
+    s = read_table(spark, Source(path=str(tmp_path / "s.csv")), "synthetic", with_position=True)
+    with pytest.raises(InputError, match="original has 3 rows and the synthetic table 2"):
+        prepare_inputs(o, s, row_key=POSITION)
+
+
+@pytest.mark.slow
+def test_position_is_exact_on_a_split_multi_file_input(spark, sql_conf, tmp_path):
+    """2 million rows in three files whose size order differs from their name order,
+    read in many splits: every row's position must equal the number written in it."""
+    sql_conf({"spark.sql.files.maxPartitionBytes": str(1 << 20)})
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    sizes = [300_000, 1_200_000, 500_000]  # the largest file is not the first by name
+    start = 0
+    for i, size in enumerate(sizes):
+        pos = np.arange(start, start + size)
+        pd.DataFrame({"pos": pos, "v": pos % 7}).to_csv(folder / f"part-{i}.csv", index=False)
+        start += size
+    frame = read_table(spark, Source(path=str(folder), format="csv"), "original", with_position=True)
+    assert frame.rdd.getNumPartitions() > 10
+    stats = frame.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col(POSITION) != F.col("pos"), 1)).alias("wrong"),
+    ).collect()[0]
+    assert stats["n"] == sum(sizes) and stats["wrong"] == 0
+
+    # And through prepare_inputs, paired with a differently split copy of itself.
+    inputs = prepare_inputs(frame, frame.select("pos", "v", POSITION).repartition(7), row_key=POSITION)
+    joined = inputs.original.alias("o").join(inputs.synthetic.alias("s"), KEY)
+    assert joined.filter(F.col("o.pos") != F.col("s.pos")).count() == 0
