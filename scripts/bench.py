@@ -1,0 +1,229 @@
+"""Benchmark: the three exact metrics in Spark, DuckDB and pandas on the same data.
+
+    scripts/bench --rows 1000000 [--seed 0] [--data bench-data] [--master local[2]]
+
+Generates a seeded original/synthetic pair with tests/datagen.py (the property test's
+generator), writes it as Parquet, then times, in this one run:
+  - Spark: privacy_eval.evaluation.evaluate (read + all three metrics), warm session;
+  - DuckDB: the same formulas in SQL over the same Parquet files;
+  - pandas: tests/reference.py on the same files;
+  - the KPR binning step alone, natively (the job's choice) and as a mapInPandas UDF.
+All engines must agree on every count; the script fails loudly if they do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests import datagen, reference  # noqa: E402
+
+COLUMNS = datagen.COLUMNS
+KNOWN = datagen.KNOWN
+NUMERIC = datagen.NUMERIC
+
+
+def generate(rows: int, seed: int, folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    original_path, synthetic_path = folder / f"original-{rows}-{seed}.parquet", folder / f"synthetic-{rows}-{seed}.parquet"
+    if not (original_path.exists() and synthetic_path.exists()):
+        original, synthetic = datagen.generate(rows, seed)
+        original.to_parquet(original_path, index=False)
+        synthetic.to_parquet(synthetic_path, index=False)
+    return original_path, synthetic_path
+
+
+def timed(fn):
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started
+
+
+def run_pandas(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    def work():
+        original = pd.read_parquet(original_path)
+        synthetic = pd.read_parquet(synthetic_path)
+        return {
+            "reproduced": reference.row_direct_match(original, synthetic, COLUMNS)["reproduced"],
+            "matches": {c: v["matches"] for c, v in
+                        reference.column_direct_match(original, synthetic, COLUMNS, "id")["per_column"].items()},
+            "exposed": reference.knowledge_protection(original, synthetic, COLUMNS, KNOWN, NUMERIC)["exposed"],
+        }
+    return timed(work)
+
+
+def run_duckdb(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    import duckdb
+
+    def same(a: str, b: str, cols) -> str:
+        return " AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in cols)
+
+    def work():
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW o AS SELECT * FROM read_parquet('{original_path}')")
+        con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{synthetic_path}')")
+        cols = ", ".join(COLUMNS)
+        con.execute(f"CREATE TEMP TABLE u AS SELECT {cols} FROM o GROUP BY ALL HAVING count(*) = 1")
+        reproduced = con.execute(f"SELECT count(*) FROM u SEMI JOIN s ON {same('u', 's', COLUMNS)}").fetchone()[0]
+        match_exprs = ", ".join(f"count(*) FILTER (WHERE o.{c} IS NOT DISTINCT FROM s.{c})" for c in COLUMNS)
+        matches = dict(zip(COLUMNS, con.execute(f"SELECT {match_exprs} FROM o JOIN s USING (id)").fetchone()))
+        # KPR: grid from U, then binned profiles.
+        numeric_known = [v for v in KNOWN if v in NUMERIC]
+        stats = con.execute("SELECT " + ", ".join(
+            f"avg({v}), stddev_samp({v}), min({v})" for v in numeric_known) + " FROM u").fetchone()
+        binned = []
+        for i, v in enumerate(numeric_known):
+            mean, sd, low = stats[3 * i: 3 * i + 3]
+            step, origin = 0.05 * abs(mean), low - (sd or 0.0) / 10.0
+            binned.append(f"floor(({v}::DOUBLE - {origin!r}) / {step!r}) AS {v}")
+        profile = ", ".join(binned + [v for v in KNOWN if v not in numeric_known])
+        exposed = con.execute(
+            f"WITH sp AS (SELECT {profile} FROM s), up AS (SELECT {profile} FROM u), "
+            f"b1 AS (SELECT * FROM sp GROUP BY ALL HAVING count(*) = 1) "
+            f"SELECT count(*) FROM up SEMI JOIN b1 ON {same('up', 'b1', KNOWN)}"
+        ).fetchone()[0]
+        con.close()
+        return {"reproduced": reproduced, "matches": matches, "exposed": exposed}
+    return timed(work)
+
+
+def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    from privacy_eval.config import (
+        ColumnDirectMatchConfig, Config, KnowledgeProtectionConfig, MetricsConfig,
+        RowDirectMatchConfig, Source,
+    )
+    from privacy_eval.evaluation import evaluate
+
+    config = Config(
+        dataset="bench",
+        original=Source(path=str(original_path)),
+        synthetic=Source(path=str(synthetic_path)),
+        row_key="id",
+        metrics=MetricsConfig(
+            row_direct_match=RowDirectMatchConfig(),
+            column_direct_match=ColumnDirectMatchConfig(),
+            knowledge_protection=KnowledgeProtectionConfig(known_variables=KNOWN),
+        ),
+    )
+
+    def work():
+        evaluation = evaluate(spark, config)
+        by_name = {m.metric: m for m in evaluation.metrics}
+        return {
+            "reproduced": by_name["row_direct_match_protection"].numerator,
+            "matches": {c.column_name: c.matches for c in evaluation.columns},
+            "exposed": by_name["knowledge_protection_rate"].numerator,
+        }
+    return timed(work)
+
+
+def run_binning(spark, synthetic_path: Path) -> dict[str, tuple[int, float]]:
+    """The KPR binning + profile count on the synthetic side: native vs mapInPandas."""
+    from pyspark.sql import functions as F
+
+    from privacy_eval.frames import COUNT, row_counts
+    from privacy_eval.metrics.knowledge_protection import bin_grids, profiles
+
+    synthetic = spark.read.parquet(str(synthetic_path)).select(*KNOWN).cache()
+    synthetic.count()
+    numeric_known = [v for v in KNOWN if v in NUMERIC]
+    grids = bin_grids(synthetic, numeric_known, {})  # any grid will do for timing
+    by_name = {g.variable: g for g in grids}
+
+    def native():
+        return row_counts(profiles(synthetic, KNOWN, grids), KNOWN).filter(F.col(COUNT) == 1).count()
+
+    def udf_bins(batches):
+        for batch in batches:
+            out = batch.copy()
+            for v, g in by_name.items():
+                out[v] = np.floor((batch[v].astype("float64") - g.origin) / g.step)
+            yield out
+
+    schema = ", ".join(f"`{v}` double" if v in by_name else f"`{v}` {dict(synthetic.dtypes)[v]}" for v in KNOWN)
+
+    def pandas_udf():
+        binned = synthetic.mapInPandas(udf_bins, schema)
+        return row_counts(binned, KNOWN).filter(F.col(COUNT) == 1).count()
+
+    results = {}
+    for name, fn in (("native floor", native), ("mapInPandas", pandas_udf)):
+        fn()  # warm-up: Python workers, JIT
+        runs = [timed(fn) for _ in range(2)]
+        results[name] = (runs[0][0], min(t for _, t in runs))
+    synthetic.unpersist()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default=str(ROOT / "bench-data"))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--skip-pandas", action="store_true", help="leave out the pandas reference")
+    args = parser.parse_args()
+
+    (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data)))
+    print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
+
+    from privacy_eval.session import build_session
+
+    spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
+        "spark.master": args.master,
+        "spark.driver.memory": "12g",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.enabled": "false",
+    }))
+    spark.sparkContext.setLogLevel("ERROR")
+    # Warm the JVM and Python workers once, so the table compares steady-state work.
+    run_spark(spark, *generate(2_000, args.seed, Path(args.data)))
+
+    rows = []
+    spark_result, spark_s = run_spark(spark, original_path, synthetic_path)
+    rows.append(("Spark (privacy_eval)", spark_s, spark_result))
+    duck_result, duck_s = run_duckdb(original_path, synthetic_path)
+    rows.append(("DuckDB", duck_s, duck_result))
+    if not args.skip_pandas:
+        pandas_result, pandas_s = run_pandas(original_path, synthetic_path)
+        rows.append(("pandas (tests/reference.py)", pandas_s, pandas_result))
+    binning = run_binning(spark, synthetic_path)
+    spark.stop()
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
+    print()
+    print(f"| engine | rows per side | wall time (s) | vs DuckDB | reproduced | exposed |")
+    print(f"|---|---:|---:|---:|---:|---:|")
+    for name, seconds, result in rows:
+        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {seconds / duck_s:.2f}x | "
+              f"{result['reproduced']} | {result['exposed']} |")
+    print()
+    print("| KPR binning + profile count (synthetic side, cached) | seconds (best of 2) | unique profiles |")
+    print("|---|---:|---:|")
+    for name, (count, seconds) in binning.items():
+        print(f"| {name} | {seconds:.2f} | {count} |")
+
+    first = rows[0][2]
+    disagreements = [name for name, _, result in rows[1:] if result != first]
+    if len({count for count, _ in binning.values()}) != 1:
+        disagreements.append("binning variants")
+    if disagreements:
+        print(f"\nERROR: results differ from Spark's: {', '.join(disagreements)}", file=sys.stderr)
+        return 1
+    print("\nall engines agree on every count")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
