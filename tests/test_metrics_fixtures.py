@@ -90,6 +90,16 @@ class TestColumnDirectMatch:
         assert cdm.value == 0.0 and cdm.numerator == 4 and cdm.passed is False
         assert cdm.details["weakest_column"] == "ident"
 
+    def test_distinct_values_fold_signed_zeros_and_nans(self, spark):
+        # Synthetic z: -0.0, 0.0, NaN, NaN, null -> u = 3 ({0, NaN, null}).
+        # Matches: 0.0 = -0.0, NaN = NaN, null = null, 1 != 0.0 -> m = 3; n = 5.
+        original = [(0, 0.0), (1, 1.0), (2, NAN), (3, None), (4, 2.0)]
+        synthetic = [(0, -0.0), (1, 0.0), (2, NAN), (3, None), (4, NAN)]
+        _, evaluation = run(spark, original, synthetic, CDM, "id long, z double", "id long, z double")
+        (column,) = evaluation.columns
+        assert (column.matches, column.distinct_synthetic) == (3, 3)
+        assert column.protection == pytest.approx(100 * (1 - 9 / 25), abs=1e-12)
+
     def test_unpaired_keys_count_no_match_and_warn(self, spark):
         # Keys 1 and 2 pair up; 0 (original) and 3 (synthetic) have no partner.
         # x: id1 6=6, id2 7!=0 -> m=1; u={6,0,7}=3; n=3 -> P = 100(1 - 3/9)

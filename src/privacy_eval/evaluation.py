@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import POSITION_KEY, Config, MetricsConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import COUNT, occurring_once, row_counts
+from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
 from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
 from privacy_eval.metrics.column_direct_match import column_direct_match_protection
 from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
@@ -71,7 +71,6 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
 def evaluate(spark: SparkSession, config: Config) -> Evaluation:
     """Run every metric the configuration names on its two inputs."""
     inputs = load_inputs(spark, config)
-    inputs.cache()
     try:
         return evaluate_inputs(inputs, config.metrics)
     finally:
@@ -92,20 +91,19 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
                 )
 
     needs_singletons = metrics.row_direct_match is not None or kp is not None
-    counts = singletons = None
+    occurrences = singletons = None
     n_singletons = 0
     if needs_singletons:
-        with phase("original rows that occur once"):
-            # U serves both RDMP and KPR: computed and cached once.
-            counts = row_counts(inputs.original, columns).cache()
-            n_singletons = counts.filter(F.col(COUNT) == 1).count()
-            singletons = occurring_once(counts)
+        with phase("rows of both tables with their occurrences"):
+            # One aggregation serves RDMP and gives U to KPR: computed and cached once.
+            occurrences = occurrence_counts(inputs.original, inputs.synthetic, columns).cache()
+            n_singletons = occurrences.filter(F.col(N_ORIGINAL) == 1).count()
+            singletons = occurring_once(occurrences, columns)
     try:
         if metrics.row_direct_match is not None:
-            assert singletons is not None
             with phase("row_direct_match_protection"):
                 rdm = row_direct_match_protection(
-                    singletons, inputs.synthetic, columns, inputs.n_original, n_singletons
+                    inputs.original, inputs.synthetic, columns, occurrences=occurrences
                 )
             evaluation.metrics.append(MetricRow(
                 metric="row_direct_match_protection",
@@ -177,8 +175,8 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
         if metrics.linkage is not None:
             raise InputError("metrics.linkage: the linkage attack is not available in this version yet")
     finally:
-        if counts is not None:
-            counts.unpersist()
+        if occurrences is not None:
+            occurrences.unpersist()
     return evaluation
 
 

@@ -1,23 +1,22 @@
-"""DataFrame steps that several metrics share: column references, null-safe equality,
-rows that occur once.
+"""DataFrame steps that several metrics share: column references and counting equal
+rows across the two tables.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
-matches 0.0. Spark's `<=>` and its grouping keys already behave this way for doubles
-(NaN = NaN and -0.0 = 0.0 are normalised in joins and aggregations), so the helpers
-below only have to use `<=>` instead of `=`; tests/test_frames.py pins that behaviour.
+matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
+(NaN = NaN and -0.0 = 0.0 are normalised in joins and aggregations); tests pin it.
 """
 
 from __future__ import annotations
 
-from functools import reduce
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 # Internal column names carry this prefix so they cannot collide with user columns.
 INTERNAL_PREFIX = "__pe_"
-COUNT = INTERNAL_PREFIX + "count"
+N_ORIGINAL = INTERNAL_PREFIX + "n_original"
+N_SYNTHETIC = INTERNAL_PREFIX + "n_synthetic"
 
 
 def qcol(name: str, frame: DataFrame | None = None) -> Column:
@@ -29,31 +28,25 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
     return frame[quoted] if frame is not None else F.col(quoted)
 
 
-def null_safe_equal(left: DataFrame, right: DataFrame, columns: Iterable[str]) -> Column:
-    """Join condition: every column equal, nulls matching nulls."""
-    conditions = [qcol(c, left).eqNullSafe(qcol(c, right)) for c in columns]
-    return reduce(lambda a, b: a & b, conditions, F.lit(True))
+def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Every distinct row (over `columns`) of either table, with N_ORIGINAL and
+    N_SYNTHETIC = how often it occurs in each.
 
-
-def null_safe_semi_join(left: DataFrame, right: DataFrame, columns: Sequence[str], how: str = "left_semi") -> DataFrame:
-    """Rows of `left` that have (or, with how='left_anti', lack) an equal row in `right`.
-
-    The right side is aliased so that a self-join on the same lineage stays unambiguous.
+    One aggregation over both tables stacked answers "occurs once in the original",
+    "reproduced in the synthetic table" and "unique in the synthetic table" together:
+    it measured 1.5x faster than a groupBy followed by a null-safe semi-join
+    (docs/benchmarks.md). Grouping keeps null as a key of its own, unlike pandas'
+    default, so rows that differ only by missing values are told apart, never dropped.
     """
-    right = right.select(*(qcol(c) for c in columns)).alias("__pe_right")
-    left = left.alias("__pe_left")
-    return left.join(right, null_safe_equal(left, right, columns), how)
+    selected = [qcol(c) for c in columns]
+    stacked = original.select(*selected, F.lit(1).alias(N_ORIGINAL), F.lit(0).alias(N_SYNTHETIC)).unionByName(
+        synthetic.select(*selected, F.lit(0).alias(N_ORIGINAL), F.lit(1).alias(N_SYNTHETIC))
+    )
+    return stacked.groupBy(*selected).agg(
+        F.sum(N_ORIGINAL).alias(N_ORIGINAL), F.sum(N_SYNTHETIC).alias(N_SYNTHETIC)
+    )
 
 
-def row_counts(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
-    """Distinct rows over `columns` with how often each occurs (column COUNT).
-
-    groupBy keeps null as a key of its own, unlike pandas' default, so rows that differ
-    only by missing values are told apart and never dropped.
-    """
-    return frame.groupBy(*(qcol(c) for c in columns)).agg(F.count(F.lit(1)).alias(COUNT))
-
-
-def occurring_once(counts: DataFrame) -> DataFrame:
-    """The rows of a `row_counts` result that occur exactly once (the set U)."""
-    return counts.filter(F.col(COUNT) == 1).drop(COUNT)
+def occurring_once(occurrences: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The set U: original rows that no other original row equals (from occurrence_counts)."""
+    return occurrences.filter(F.col(N_ORIGINAL) == 1).select(*(qcol(c) for c in columns))

@@ -39,7 +39,8 @@ class EvaluationInputs:
     """The two tables, ready for every metric.
 
     `original` and `synthetic` hold the row key (column KEY) and the compared columns,
-    cast to one type per column. Nothing here holds record values on the driver.
+    cast to one type per column, and are cached: call `unpersist()` when done.
+    Nothing here holds record values on the driver.
     """
 
     original: DataFrame
@@ -50,11 +51,6 @@ class EvaluationInputs:
     n_synthetic: int
     fingerprint: str
     row_key: str
-
-    def cache(self) -> "EvaluationInputs":
-        self.original.cache()
-        self.synthetic.cache()
-        return self
 
     def unpersist(self) -> None:
         self.original.unpersist()
@@ -217,29 +213,35 @@ def prepare_inputs(
         c for c in columns if isinstance(types[c], T.NumericType) and c not in categorical
     )
 
-    counts, fingerprints = {}, []
-    for side, frame in sides.items():
-        n, digest = _profile(frame, row_key, side)
-        counts[side] = n
-        fingerprints.append(digest)
-    if row_key == POSITION and counts["original"] != counts["synthetic"]:
-        raise InputError(
-            f"row_key '@position' pairs row i with row i, but the original has "
-            f"{counts['original']} rows and the synthetic table {counts['synthetic']}"
-        )
-    if row_key != POSITION:
-        for side, frame in sides.items():
-            _check_unique_key(frame, row_key, side)
-
     def shape(frame: DataFrame) -> DataFrame:
         return frame.select(
             qcol(row_key).cast(key_type).alias(KEY),
             *(qcol(c).cast(types[c]).alias(c) for c in columns),
         )
 
+    # Every later pass (checks, fingerprint, each metric) reads these cached frames
+    # instead of parsing the files again; with @position the cache also pins positions.
+    shaped = {side: shape(frame).cache() for side, frame in sides.items()}
+    try:
+        by_position = row_key == POSITION
+        counts, fingerprints = {}, []
+        for side, frame in shaped.items():
+            n, digest = _profile(frame, columns, side, key_name=None if by_position else row_key)
+            counts[side] = n
+            fingerprints.append(digest)
+        if by_position and counts["original"] != counts["synthetic"]:
+            raise InputError(
+                f"row_key '@position' pairs row i with row i, but the original has "
+                f"{counts['original']} rows and the synthetic table {counts['synthetic']}"
+            )
+    except BaseException:
+        for frame in shaped.values():
+            frame.unpersist()
+        raise
+
     return EvaluationInputs(
-        original=shape(original),
-        synthetic=shape(synthetic),
+        original=shaped["original"],
+        synthetic=shaped["synthetic"],
         columns=columns,
         numeric=numeric,
         n_original=counts["original"],
@@ -299,34 +301,39 @@ def _reconcile_key(original: DataFrame, synthetic: DataFrame, row_key: str) -> T
     return common
 
 
-def _profile(frame: DataFrame, row_key: str, side: str) -> tuple[int, str]:
-    """Row count and an order-independent content hash, in one pass; refuses null keys.
+def _profile(frame: DataFrame, columns: Sequence[str], side: str, key_name: str | None) -> tuple[int, str]:
+    """Row count and an order-independent content hash, in one pass; refuses null and
+    repeated keys.
 
-    The hash of a row covers every column (sorted by name, so column order does not
-    matter) with a null flag per column, since xxhash64 skips nulls and would otherwise
-    hash (null, 1) like (1, null). Summing row hashes as exact decimals makes the
-    fingerprint independent of row order.
+    The hash covers the compared columns (sorted by name, so column order does not
+    matter) and, when the key is a real column, the key; positions are left out so that
+    reordering the rows keeps the fingerprint. Each column comes with a null flag since
+    xxhash64 skips nulls and would otherwise hash (null, 1) like (1, null). Summing row
+    hashes as exact decimals makes the result independent of row order.
     """
-    content = sorted(c for c in frame.columns if c != POSITION)
+    content = sorted(columns) + ([KEY] if key_name is not None else [])
     hashed = [part for c in content for part in (qcol(c), qcol(c).isNull())]
     aggregates = [
         F.count(F.lit(1)).alias("n"),
         F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"),
+        F.count(F.when(F.col(KEY).isNull(), 1)).alias("null_keys"),
     ]
-    if row_key != POSITION:
-        aggregates.append(F.count(F.when(qcol(row_key).isNull(), 1)).alias("null_keys"))
+    if key_name is not None:  # positions are unique by construction
+        aggregates.append(F.count_distinct(KEY).alias("distinct_keys"))
     row = frame.agg(*aggregates).collect()[0]
     n = int(row["n"])
     if n == 0:
         raise InputError(f"the {side} table has no rows")
-    if row_key != POSITION and row["null_keys"]:
-        raise InputError(f"row_key '{row_key}' is null in {row['null_keys']} row(s) of the {side} table")
+    if key_name is not None and row["null_keys"]:
+        raise InputError(f"row_key '{key_name}' is null in {row['null_keys']} row(s) of the {side} table")
+    if key_name is not None and row["distinct_keys"] != n:
+        _report_duplicate_keys(frame, key_name, side)
     return n, f"{side}:{n}:{row['hash_sum']}"
 
 
-def _check_unique_key(frame: DataFrame, row_key: str, side: str) -> None:
+def _report_duplicate_keys(frame: DataFrame, row_key: str, side: str) -> None:
     dup = (
-        frame.groupBy(qcol(row_key)).count().filter(F.col("count") > 1)
+        frame.groupBy(KEY).count().filter(F.col("count") > 1)
         .agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
         .collect()[0]
     )

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.errors import InputError
-from privacy_eval.frames import COUNT, null_safe_semi_join, qcol, row_counts
+from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts, qcol
 
 RELATIVE_BIN_WIDTH = 0.05
 
@@ -138,17 +138,15 @@ def knowledge_protection_rate(
     if n_singletons == 0:
         # Everybody has a twin in the original: nobody can be singled out.
         return KnowledgeProtectionResult(n_original, 0, 0, 0, tuple(known), ())
-    unique_profiles = (
-        row_counts(profiles(synthetic, known, grids), known)
-        .filter(F.col(COUNT) == 1)
-        .drop(COUNT)
-        .cache()
-    )
-    try:
-        n_unique_profiles = unique_profiles.count()
-        exposed = null_safe_semi_join(profiles(singletons, known, grids), unique_profiles, known).count()
-    finally:
-        unique_profiles.unpersist()
+    # Profiles of U and of the synthetic table counted together: a profile with
+    # N_SYNTHETIC == 1 is in B_1, and its N_ORIGINAL singletons are exposed.
+    counts = occurrence_counts(
+        profiles(singletons, known, grids), profiles(synthetic, known, grids), known
+    ).filter(F.col(N_SYNTHETIC) == 1).agg(
+        F.count(F.lit(1)).alias("unique_profiles"),
+        F.coalesce(F.sum(N_ORIGINAL), F.lit(0)).alias("exposed"),
+    ).collect()[0]
+    n_unique_profiles, exposed = int(counts["unique_profiles"]), int(counts["exposed"])
     return KnowledgeProtectionResult(
         n_original=n_original,
         n_singletons=n_singletons,

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from privacy_eval.frames import null_safe_semi_join
+from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,26 @@ class RowDirectMatchResult:
 
 
 def row_direct_match_protection(
-    singletons: DataFrame,
+    original: DataFrame,
     synthetic: DataFrame,
     columns: Sequence[str],
-    n_original: int,
-    n_singletons: int,
+    occurrences: DataFrame | None = None,
 ) -> RowDirectMatchResult:
     """RDMP = 100 * (1 - |{u in U : u in A}| / n).
 
-    `singletons` is U (the original rows that occur once, see frames.occurring_once),
-    computed once by the caller because the Knowledge Protection Rate needs it too.
-    A semi-join never multiplies rows, so synthetic duplicates need no distinct().
+    `occurrences` is frames.occurrence_counts(original, synthetic, columns); pass it when
+    it is already computed (the Knowledge Protection Rate needs U from it too).
     """
-    reproduced = null_safe_semi_join(singletons, synthetic, columns).count()
-    return RowDirectMatchResult(n_original=n_original, n_singletons=n_singletons, reproduced=reproduced)
+    if occurrences is None:
+        occurrences = occurrence_counts(original, synthetic, columns)
+    once = F.col(N_ORIGINAL) == 1
+    counts = occurrences.agg(
+        F.sum(N_ORIGINAL).alias("n"),
+        F.count(F.when(once, 1)).alias("singletons"),
+        F.count(F.when(once & (F.col(N_SYNTHETIC) > 0), 1)).alias("reproduced"),
+    ).collect()[0]
+    return RowDirectMatchResult(
+        n_original=int(counts["n"]),
+        n_singletons=int(counts["singletons"]),
+        reproduced=int(counts["reproduced"]),
+    )
