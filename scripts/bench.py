@@ -17,6 +17,7 @@ import argparse
 import logging
 import os
 import platform
+import threading
 import sys
 import time
 from pathlib import Path
@@ -165,6 +166,127 @@ def run_binning(spark, synthetic_path: Path) -> dict[str, tuple[int, float]]:
     return results
 
 
+LINK_TARGETS = ["age", "income", "score"]
+LINK_BLOCKING = ["city", "sex", "visits"]
+
+
+class PeakMemory:
+    """Samples the resident memory of this process's descendants (the JVM and its
+    Python workers) from /proc every 0.2 s: the local-mode stand-in for executor memory."""
+
+    def __init__(self) -> None:
+        self.jvm = self.worker = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            parents, rss, names = {}, {}, {}
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    with open(f"/proc/{entry}/comm") as f:
+                        names[int(entry)] = f.read().strip()
+                except OSError:
+                    continue
+                parents[int(entry)] = int(fields[1])
+                rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            me = os.getpid()
+            for pid in rss:
+                ancestor, depth = parents.get(pid), 0
+                while ancestor not in (None, 0, 1, me) and depth < 10:
+                    ancestor, depth = parents.get(ancestor), depth + 1
+                if ancestor != me or pid == me:
+                    continue
+                if names.get(pid) == "java":
+                    self.jvm = max(self.jvm, rss[pid])
+                elif names.get(pid, "").startswith("python"):
+                    self.worker = max(self.worker, rss[pid])
+
+
+def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, float]:
+    """Single-process reference: same analytic success rate, blocks by pandas groupby."""
+    from privacy_eval import linkage_kernel as lk
+
+    def work():
+        cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
+        o = pd.read_parquet(original_path, columns=cols).dropna(subset=LINK_TARGETS)
+        s = pd.read_parquet(synthetic_path, columns=cols).dropna(subset=LINK_TARGETS)
+        _, cov = lk.Moments.from_array(o[LINK_TARGETS].to_numpy(float)).covariance()
+        whitening = lk.whitening_from_covariance(cov, 1e-6)
+        groups_o = o.groupby(LINK_BLOCKING, dropna=False, sort=False).indices
+        groups_s = s.groupby(LINK_BLOCKING, dropna=False, sort=False).indices
+        xo = whitening.transform(o[LINK_TARGETS].to_numpy(float))
+        xs = whitening.transform(s[LINK_TARGETS].to_numpy(float))
+        ido, ids = o["id"].to_numpy(), s["id"].to_numpy()
+        results = []
+        for block, rows_s in groups_s.items():
+            rows_o = groups_o.get(block, np.array([], dtype=np.int64))
+            results.append(lk.evaluate_block_kdtree(ido[rows_o], xo[rows_o], ids[rows_s], xs[rows_s], max_k=10, p=2))
+        r = lk.concat_block_results(results)
+        return lk.summarize_linkage(r.n_candidates, r.n_better, r.true_tie_size, capped=r.capped).success_analytic
+    return timed(work)
+
+
+def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[float, float]:
+    from privacy_eval.config import LinkageConfig
+    from privacy_eval.inputs import KEY, prepare_inputs
+    from privacy_eval.metrics.linkage import linkage_attack
+
+    config = LinkageConfig(targets=LINK_TARGETS, blocking=LINK_BLOCKING, methods=["mahalanobis"],
+                           drop_incomplete=True)
+
+    def work():
+        cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
+        inputs = prepare_inputs(spark.read.parquet(str(original_path)).select(*cols),
+                                spark.read.parquet(str(synthetic_path)).select(*cols), row_key="id")
+        try:
+            return linkage_attack(inputs.original, inputs.synthetic, KEY, config).methods["mahalanobis"].success_rate
+        finally:
+            inputs.unpersist()
+    return timed(work)
+
+
+def main_linkage(args, original_path: Path, synthetic_path: Path) -> int:
+    from privacy_eval.session import build_session
+
+    spark = build_session("privacy-eval-bench", {
+        "spark.master": args.master, "spark.driver.memory": "8g",
+        "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",
+    })
+    spark.sparkContext.setLogLevel("ERROR")
+    linkage_spark(spark, *generate(2_000, args.seed, Path(args.data)))  # warm-up
+    with PeakMemory() as memory:
+        spark_rate, spark_s = linkage_spark(spark, original_path, synthetic_path)
+    spark.stop()
+    numpy_rate, numpy_s = linkage_numpy(original_path, synthetic_path)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"Spark master {args.master}")
+    print()
+    print("| linkage (Mahalanobis, blocking city+sex+visits) | records per side | wall time (s) | vs numpy | success rate |")
+    print("|---|---:|---:|---:|---:|")
+    print(f"| Spark (privacy_eval) | {args.rows:,} | {spark_s:.1f} | {spark_s / numpy_s:.2f}x | {spark_rate!r} |")
+    print(f"| numpy + cKDTree, one process | {args.rows:,} | {numpy_s:.1f} | 1.00x | {numpy_rate!r} |")
+    print(f"\npeak resident memory during the Spark run: JVM (driver = executor in local mode) "
+          f"{memory.jvm / 2**20:.0f} MiB, largest Python worker {memory.worker / 2**20:.0f} MiB")
+    if spark_rate != numpy_rate:
+        print("\nERROR: the success rates differ", file=sys.stderr)
+        return 1
+    print("\nboth agree exactly")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -172,6 +294,7 @@ def main() -> int:
     parser.add_argument("--data", default=str(ROOT / "bench-data"))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-pandas", action="store_true", help="leave out the pandas reference")
+    parser.add_argument("--linkage", action="store_true", help="benchmark the linkage attack instead")
     args = parser.parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -179,6 +302,8 @@ def main() -> int:
 
     (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data)))
     print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
+    if args.linkage:
+        return main_linkage(args, original_path, synthetic_path)
 
     from privacy_eval.session import build_session
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from . import reference
+from .reference_linkage import linkage_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -63,29 +64,47 @@ def tree_digest(folder: Path) -> str:
 def expected_wbcd() -> dict:
     original = pd.read_csv(DATA / "wbcd" / "original.csv").drop(columns="Sample_code_number")
     synthetic = pd.read_csv(DATA / "wbcd" / "avatar_k20.csv")
-    return expected_for(original, synthetic, ["Clump_Thickness", "Bare_Nuclei", "Class"], ["Clump_Thickness", "Bare_Nuclei"])
+    targets = ["Clump_Thickness", "Uniformity_of_Cell_Size", "Uniformity_of_Cell_Shape", "Marginal_Adhesion",
+               "Single_Epithelial_Cell_Size", "Bare_Nuclei", "Bland_Chromatin", "Normal_Nucleoli", "Mitoses"]
+    return expected_for(original, synthetic, ["Clump_Thickness", "Bare_Nuclei", "Class"],
+                        ["Clump_Thickness", "Bare_Nuclei"], targets, ["Class"])
 
 
 def expected_aids() -> dict:
     original = pd.read_csv(DATA / "aids" / "original.csv", sep=";", na_values=["NA"]).drop(columns="pidnum")
     synthetic = pd.read_csv(DATA / "aids" / "avatar_k20.csv")
-    return expected_for(original, synthetic, ["age", "wtkg", "gender", "race"], ["age", "wtkg"])
+    targets = ["age", "wtkg", "karnof", "preanti", "cd40", "cd420", "cd80", "cd820", "days"]
+    return expected_for(original, synthetic, ["age", "wtkg", "gender", "race"], ["age", "wtkg"],
+                        targets, ["gender", "race"])
 
 
-def expected_for(original, synthetic, known, numeric) -> dict:
+def expected_for(original, synthetic, known, numeric, targets, blocking) -> dict:
     columns = list(synthetic.columns)
     original = original.assign(_id=range(len(original)))
     synthetic = synthetic.assign(_id=range(len(synthetic)))
+    linkage = {
+        method: linkage_reference(original, synthetic, "_id", targets, blocking, method=method)["success"]
+        for method in ("mahalanobis", "weighted")
+    }
     return {
         "row_direct_match_protection": reference.row_direct_match(original, synthetic, columns),
         "column_direct_match_protection": reference.column_direct_match(original, synthetic, columns, "_id"),
         "knowledge_protection_rate": reference.knowledge_protection(original, synthetic, columns, known, numeric),
+        "linkage": linkage,
     }
 
 
 def check_run(rows: list[dict], columns: list[dict], expected: dict) -> None:
     by_metric = {r["metric"]: r for r in rows}
-    assert set(by_metric) == set(expected)
+    linkage = expected.pop("linkage")
+    assert set(by_metric) == set(expected) | {
+        "linkage_success_rate", "linkage_success_rate_mahalanobis", "linkage_success_rate_weighted"}
+    for method, success in linkage.items():
+        row = by_metric[f"linkage_success_rate_{method}"]
+        assert row["value"] == pytest.approx(success, abs=1e-12), method
+        assert row["unit"] == "fraction" and row["denominator"] == row["n_synthetic"]
+    assert by_metric["linkage_success_rate"]["value"] == max(
+        by_metric[f"linkage_success_rate_{method}"]["value"] for method in linkage)
     for metric, want in expected.items():
         assert by_metric[metric]["value"] == pytest.approx(want["protection"], abs=1e-9), metric
         assert by_metric[metric]["unit"] == "percent" and by_metric[metric]["status"] == "ok"
@@ -116,7 +135,7 @@ def test_examples_land_in_the_results_tables(tmp_path):
     for row in tables["metric_results"]:
         runs.setdefault(row["run_id"], []).append(row)
     assert set(runs) == {"r1", airflow_id}
-    assert len(runs["r1"]) == 3 and len(runs[airflow_id]) == 3
+    assert len(runs["r1"]) == 6 and len(runs[airflow_id]) == 6
     columns = {}
     for row in tables["column_protection"]:
         columns.setdefault(row["run_id"], []).append(row)
