@@ -223,6 +223,9 @@ def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, flo
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
         o = pd.read_parquet(original_path, columns=cols).dropna(subset=LINK_TARGETS)
         s = pd.read_parquet(synthetic_path, columns=cols).dropna(subset=LINK_TARGETS)
+        for frame in (o, s):  # null blocks together; NaN keys would never match across frames
+            for c in LINK_BLOCKING:
+                frame[c] = frame[c].astype(object).where(frame[c].notna(), "\0null")
         _, cov = lk.Moments.from_array(o[LINK_TARGETS].to_numpy(float)).covariance()
         whitening = lk.whitening_from_covariance(cov, 1e-6)
         groups_o = o.groupby(LINK_BLOCKING, dropna=False, sort=False).indices
