@@ -14,7 +14,8 @@ import sys
 import traceback
 import uuid
 from datetime import datetime, timezone
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 from privacy_eval import __version__
 from privacy_eval.config import Config, load_config
@@ -38,7 +39,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--fail-on-target", action="store_true",
-        help="exit 3, writing nothing, when a metric with a target misses it",
+        help="exit 3, writing no results, when a metric with a target misses it",
+    )
+    parser.add_argument(
+        "--report", metavar="DIR",
+        help="also write report.md and PNG figures into DIR (relative to the current folder); "
+             "written before the results, also when --fail-on-target stops the run",
     )
     parser.add_argument("--verbose", action="store_true", help="log Spark and job details at INFO")
     return parser.parse_args(argv)
@@ -81,6 +87,7 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
     _check_warehouse_writable(config.results.warehouse)
+    write_report = _report_writer() if args.report is not None else None
     started_at = datetime.now(timezone.utc)
     spark = build_session("privacy-eval")
     spark.sparkContext.setLogLevel("INFO" if args.verbose else "WARN")
@@ -89,6 +96,19 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
 
     missed = [m for m in evaluation.metrics if m.passed is False]
     print(_summary(config.dataset, run_id, evaluation.metrics))
+    if write_report is not None:
+        # Before the gate: the report explains a failed gate, and it is not a results
+        # table. Before the tables: a report that cannot be written stops the run
+        # while the tables are still untouched.
+        try:
+            path = write_report(
+                args.report, dataset=config.dataset, run_id=run_id,
+                metrics=evaluation.metrics, columns=evaluation.columns,
+                evaluation_details={"n_original": evaluation.n_original, "n_synthetic": evaluation.n_synthetic},
+            )
+        except OSError as exc:
+            raise UserError(f"--report: cannot write to {args.report} ({exc.strerror or type(exc).__name__})") from None
+        log.info("report written to %s", path)
     if args.fail_on_target and missed:
         names = ", ".join(m.metric for m in missed)
         print(f"error: target missed by {names}; results not written (--fail-on-target)", file=sys.stderr)
@@ -114,6 +134,16 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
     )
     log.info("results written to %s.metric_results, run_id=%s", config.results.database, run_id)
     return EXIT_OK
+
+
+def _report_writer() -> Callable[..., Path]:
+    """privacy_eval.report.write_report, imported before the evaluation so that a
+    missing matplotlib fails in a second, not after the metrics."""
+    try:
+        from privacy_eval.report import write_report
+    except ImportError as exc:
+        raise UserError(f"--report needs matplotlib ({exc})") from None
+    return write_report
 
 
 def _summary(dataset: str, run_id: str, metrics: Sequence) -> str:
