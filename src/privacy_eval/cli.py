@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 from privacy_eval import __version__
 from privacy_eval.config import Config, load_config
 from privacy_eval.errors import UserError
+from privacy_eval.results import CommitError
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
 
@@ -69,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    except CommitError as exc:
+        # Past the commit point: the run is complete on disk or will be completed by the
+        # next run's recovery; say so rather than "unexpected failure".
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNEXPECTED
     except Exception as exc:  # noqa: BLE001 - the last line of defence, exit 1
         # Messages of Spark errors can quote record values; only --verbose shows them.
         if args.verbose:
