@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Mapping
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 # Defaults that spark-submit --conf or conf/spark/*.conf may override. The console
@@ -31,7 +31,12 @@ def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] 
     from PYSPARK_PYTHON, and the system `python3` lacks pandas and pyarrow. On a cluster
     the executors' interpreter is the cluster's business, so only local masters get it.
     """
-    conf = SparkConf()  # under spark-submit this already holds --master and --conf values
+    # Under spark-submit the JVM already runs and holds --master and every --conf as system
+    # properties; a SparkConf made before connecting to it sees none of them (the job then
+    # silently ran in local[*] on a cluster: tests/test_cluster.py).
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        SparkContext._ensure_initialized()
+    conf = SparkConf()
     master = conf.get("spark.master", None)
     if master is None or master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
