@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from privacy_eval import __version__
 from privacy_eval.config import Config, load_config
-from privacy_eval.errors import UserError
+from privacy_eval.errors import UserError, spark_error_logs_silenced
 from privacy_eval.results import CommitError
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
@@ -27,8 +27,16 @@ EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
 log = logging.getLogger("privacy_eval")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its complaint on the contract's one `error:` line (exit 2)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INVALID, f"error: {message}\n")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="evaluate_privacy",
         description="Evaluate how well a synthetic table protects the people in its original.",
     )
@@ -66,7 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_id = args.run_id or str(uuid.uuid4())
     try:
         config = load_config(args.config, args.overrides)
-        return _run(config, run_id, args)
+        if args.verbose:
+            return _run(config, run_id, args)
+        # PySpark logs an unexpected Spark error's raw message (which can quote record
+        # values) with a traceback; the job reports it on its own line instead.
+        with spark_error_logs_silenced():
+            return _run(config, run_id, args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

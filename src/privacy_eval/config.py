@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from privacy_eval.errors import ConfigError
 POSITION_KEY = "@position"
 DEFAULT_TOLERANCE = 1.4901161193847656e-08  # sqrt(double eps), as the reference package
 FORMATS = ("csv", "parquet", "json", "orc")
+_DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,10 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
         text = config_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {config_path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {config_path} is not UTF-8 text (byte offset {exc.start})"
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -280,6 +286,11 @@ def _check_semantics(config: Config) -> None:
         values = getattr(config, key)
         if len(set(values)) != len(values):
             raise ConfigError(f"key '{key}' lists a column twice")
+    if not _DATABASE_NAME.fullmatch(config.results.database):
+        # The name is also a folder (<database>.db) and a metastore identifier.
+        raise ConfigError(
+            "key 'results.database' must be letters, digits and underscores, not starting with a digit"
+        )
     metrics = config.metrics
     if not any(getattr(metrics, name) is not None for name in _METRIC_KEYS):
         raise ConfigError("key 'metrics' must name at least one metric")
@@ -309,8 +320,8 @@ def _check_semantics(config: Config) -> None:
             raise ConfigError("key 'metrics.linkage.targets' must not be empty")
         if len(set(link.targets)) != len(link.targets):
             raise ConfigError("key 'metrics.linkage.targets' lists a column twice")
-        if link.ridge < 0:
-            raise ConfigError("key 'metrics.linkage.ridge' must not be negative")
+        if not 0 <= link.ridge < float("inf"):
+            raise ConfigError("key 'metrics.linkage.ridge' must not be negative, and must be finite")
         if not 0 <= link.tolerance < float("inf"):
             raise ConfigError("key 'metrics.linkage.tolerance' must be a finite non-negative number")
         if not link.methods:

@@ -22,7 +22,7 @@ from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
 from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
 from privacy_eval.metrics.column_direct_match import column_direct_match_protection
 from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
-from privacy_eval.metrics.linkage import LinkageMethodResult, linkage_attack
+from privacy_eval.metrics.linkage import LinkageMethodResult, linkage_attack, validate_linkage_config
 from privacy_eval.metrics.row_direct_match import row_direct_match_protection
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -80,16 +80,10 @@ def evaluate(spark: SparkSession, config: Config) -> Evaluation:
 
 def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluation:
     """Run the configured metrics on prepared inputs; returns rows for the results tables."""
+    _check_metric_columns(inputs, metrics)
     evaluation = Evaluation([], [], inputs.n_original, inputs.n_synthetic, inputs.fingerprint)
     columns = list(inputs.columns)
     kp = metrics.knowledge_protection
-    if kp is not None:
-        for name in kp.known_variables:
-            if name not in inputs.columns:
-                raise InputError(
-                    f"knowledge_protection: known variable '{name}' is not a compared column "
-                    "(missing from the data, excluded, or the row key)"
-                )
 
     needs_singletons = metrics.row_direct_match is not None or kp is not None
     occurrences = singletons = None
@@ -181,14 +175,35 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
     return evaluation
 
 
-def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig) -> None:
-    for role, names in (("target", config.targets), ("blocking column", config.blocking)):
-        for name in names:
-            if name not in inputs.columns:
+def _check_metric_columns(inputs: EvaluationInputs, metrics: MetricsConfig) -> None:
+    """Check every column the metrics name against the prepared tables, before any
+    metric runs: a typo in the last metric must not cost the first ones' work."""
+    def require_compared(role: str, name: str) -> None:
+        if name not in inputs.columns:
+            raise InputError(
+                f"{role} '{name}' is not a compared column "
+                "(missing from the data, excluded, or the row key)"
+            )
+
+    kp = metrics.knowledge_protection
+    if kp is not None:
+        for name in kp.known_variables:
+            require_compared("knowledge_protection: known variable", name)
+        for name in kp.bin_width:
+            if name not in inputs.numeric:
                 raise InputError(
-                    f"linkage: {role} '{name}' is not a compared column "
-                    "(missing from the data, excluded, or the row key)"
+                    f"knowledge_protection: 'bin_width.{name}' is set, but '{name}' is not numeric "
+                    "(text, or listed under 'categorical'), so its values are compared as they are"
                 )
+    link = metrics.linkage
+    if link is not None:
+        for role, names in (("target", link.targets), ("blocking column", link.blocking)):
+            for name in names:
+                require_compared(f"linkage: {role}", name)
+        validate_linkage_config(inputs.original, inputs.synthetic, KEY, link)
+
+
+def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig) -> None:
     with phase("linkage_attack"):
         result = linkage_attack(inputs.original, inputs.synthetic, KEY, config)
     for message in result.warnings:

@@ -10,16 +10,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
-from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from privacy_eval.config import FORMATS, POSITION_KEY, Source
-from privacy_eval.errors import InputError
+from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
 from privacy_eval.frames import INTERNAL_PREFIX, qcol
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,13 @@ _ROW_ID = INTERNAL_PREFIX + "row_id"
 
 # Readers default to what real releases look like: a header line, typed columns.
 _DEFAULT_OPTIONS = {"csv": {"header": "true", "inferSchema": "true"}}
+# What a Spark call can raise: converted exceptions, or the raw py4j one for the rest.
+SPARK_ERRORS = (PySparkException, Py4JJavaError)
+# Separators a CSV file may really use when its header reads as one column.
+_LIKELY_SEPARATORS = (",", ";", "\t", "|")
+# The first bytes of every file of the binary formats. Spark finds out that a file is
+# not one inside a task, whose failure goes to the log with the file's last bytes.
+_MAGIC = {"parquet": b"PAR1", "orc": b"ORC"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,7 @@ class EvaluationInputs:
     """The two tables, ready for every metric.
 
     `original` and `synthetic` hold the row key (column KEY) and the compared columns,
-    cast to one type per column, and are cached: call `unpersist()` when done.
+    cast to one type per column. They read cached data: call `unpersist()` when done.
     Nothing here holds record values on the driver.
     """
 
@@ -51,10 +59,12 @@ class EvaluationInputs:
     n_synthetic: int
     fingerprint: str
     row_key: str
+    # What is cached: the columns as read, under the typed projections above.
+    cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
 
     def unpersist(self) -> None:
-        self.original.unpersist()
-        self.synthetic.unpersist()
+        for frame in self.cached or (self.original, self.synthetic):
+            frame.unpersist()
 
 
 def read_table(spark: SparkSession, source: Source, side: str, with_position: bool = False) -> DataFrame:
@@ -65,33 +75,79 @@ def read_table(spark: SparkSession, source: Source, side: str, with_position: bo
     their order within the file.
     """
     if source.table is not None:
-        try:
-            frame = spark.table(source.table)
-        except AnalysisException:
-            raise InputError(f"{side}: table '{source.table}' not found in the catalog") from None
         if with_position:
             raise InputError(
                 f"{side}: row_key '@position' needs file input, not table '{source.table}'; "
                 "name a key column in row_key"
             )
-        return frame
+        try:
+            with spark_error_logs_silenced():
+                return spark.table(source.table)
+        except SPARK_ERRORS as exc:
+            raise InputError(f"{side}: cannot read table '{source.table}' ({spark_error_name(exc)})") from None
 
     path = source.path
     assert path is not None
     fmt = source.format or _format_from_path(path, side)
     options = {**_DEFAULT_OPTIONS.get(fmt, {}), **{k: _option_text(v) for k, v in source.options.items()}}
-    if "://" not in path and not path.startswith("file:") and not os.path.exists(path):
+    local = "://" not in path and not path.startswith("file:")
+    if local and not os.path.exists(path):
         raise InputError(f"{side}: file not found: {path}")
+    if local and fmt in _MAGIC:
+        _check_magic(path, fmt, side)
+    # Schema inference reads the files (a Spark job for CSV and Parquet); the first
+    # mistakes in them surface here. Spark's message is not passed on: past its first
+    # words it may quote the file's content.
     try:
-        frame = spark.read.format(fmt).options(**options).load(path)
-        columns = frame.columns
-    except AnalysisException as exc:
-        raise InputError(f"{side}: cannot read {path} as {fmt} ({_reason(exc)})") from None
+        with spark_error_logs_silenced():
+            frame = spark.read.format(fmt).options(**options).load(path)
+            _check_layout(frame.columns, fmt, options, path, side)
+            if with_position:
+                frame = _with_position(frame)
+    except SPARK_ERRORS as exc:
+        raise InputError(
+            f"{side}: cannot read {path} as {fmt} ({spark_error_name(exc)}); is '{side}.format' right?"
+        ) from None
+    return frame
+
+
+def _check_magic(path: str, fmt: str, side: str) -> None:
+    """Refuse a local file that is not `fmt` before Spark tries to read it."""
+    magic = _MAGIC[fmt]
+    for file in _data_files(path):
+        with open(file, "rb") as handle:
+            if handle.read(len(magic)) != magic:
+                raise InputError(
+                    f"{side}: {file} is not a {fmt} file (it does not start as one); "
+                    f"is '{side}.format' right?"
+                )
+
+
+def _data_files(path: str) -> list[str]:
+    """The files Spark reads under `path`: hidden and `_`-prefixed ones are not data."""
+    if not os.path.isdir(path):
+        return [path]
+    files = []
+    for folder, subfolders, names in os.walk(path):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
+        files += [os.path.join(folder, n) for n in sorted(names) if not n.startswith((".", "_"))]
+    return files
+
+
+def _check_layout(columns: Sequence[str], fmt: str, options: dict[str, str], path: str, side: str) -> None:
+    """Refuse what a reader makes of a file in the wrong format instead of failing."""
     if not columns:
         raise InputError(f"{side}: {path} has no columns (empty file?)")
-    if with_position:
-        frame = _with_position(frame)
-    return frame
+    if fmt == "json" and list(columns) == ["_corrupt_record"]:
+        raise InputError(f"{side}: {path} holds no JSON record; is '{side}.format' right?")
+    if fmt == "csv" and len(columns) == 1:
+        # A whole header line read as one name: the file uses another separator.
+        sep = options.get("sep", options.get("delimiter", ","))
+        if any(other != sep and other in columns[0] for other in _LIKELY_SEPARATORS):
+            raise InputError(
+                f"{side}: {path} reads as a single column whose name holds another separator "
+                f"than {sep!r}; set '{side}.options.sep'"
+            )
 
 
 def _format_from_path(path: str, side: str) -> str:
@@ -114,12 +170,6 @@ def _option_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _reason(exc: AnalysisException) -> str:
-    # The first line of Spark's message names the path or problem; later lines may quote
-    # data, so they are dropped.
-    return str(exc).splitlines()[0][:300]
 
 
 def _with_position(frame: DataFrame) -> DataFrame:
@@ -179,6 +229,13 @@ def prepare_inputs(
     user_columns = {
         side: [c for c in frame.columns if c != POSITION] for side, frame in sides.items()
     }
+    for side, names in user_columns.items():
+        reserved = [c for c in names if c.startswith(INTERNAL_PREFIX)]
+        if reserved:
+            raise InputError(
+                f"column '{reserved[0]}' of the {side} table starts with '{INTERNAL_PREFIX}', "
+                "a prefix this tool reserves for its own columns; rename it"
+            )
     for side, frame in sides.items():
         if row_key not in frame.columns:
             raise InputError(f"row_key column '{row_key}' is missing from the {side} table")
@@ -203,75 +260,176 @@ def prepare_inputs(
     columns = tuple(c for c in user_columns["original"] if c not in left_out)
     if not columns:
         raise InputError("no column left to compare after removing the row key and 'exclude'")
-    for name in list(categorical) + list(cast):
-        if name not in columns:
-            raise InputError(f"column '{name}' named in the configuration is not a compared column")
+    for key, names in (("categorical", categorical), ("cast", cast)):
+        for name in names:
+            if name not in columns:
+                raise InputError(f"{key}: column '{name}' is not a compared column")
 
-    types = _reconcile_types(original, synthetic, columns, cast)
-    key_type = _reconcile_key(original, synthetic, row_key)
+    plan = _plan_types(original, synthetic, row_key, columns, cast)
     numeric = frozenset(
-        c for c in columns if isinstance(types[c], T.NumericType) and c not in categorical
+        c for c in columns if isinstance(plan.types[c], T.NumericType) and c not in categorical
     )
-
-    def shape(frame: DataFrame) -> DataFrame:
-        return frame.select(
-            qcol(row_key).cast(key_type).alias(KEY),
-            *(qcol(c).cast(types[c]).alias(c) for c in columns),
-        )
 
     # Every later pass (checks, fingerprint, each metric) reads these cached frames
     # instead of parsing the files again; with @position the cache also pins positions.
-    shaped = {side: shape(frame).cache() for side, frame in sides.items()}
+    # They hold the columns as read: the one pass below also checks what the type plan
+    # left to the data (all-null columns, configured casts) before anything casts.
+    cached = {
+        side: frame.select(qcol(row_key).alias(KEY), *(qcol(c) for c in columns)).cache()
+        for side, frame in sides.items()
+    }
     try:
         by_position = row_key == POSITION
-        counts, fingerprints = {}, []
-        for side, frame in shaped.items():
-            n, digest = _profile(frame, columns, side, key_name=None if by_position else row_key)
-            counts[side] = n
-            fingerprints.append(digest)
-        if by_position and counts["original"] != counts["synthetic"]:
+        key_name = None if by_position else row_key
+        profiles = {
+            side: _profile(frame, columns, side, key_name, plan.checks(side))
+            for side, frame in cached.items()
+        }
+        plan.verify(profiles)
+        if by_position and profiles["original"].n != profiles["synthetic"].n:
             raise InputError(
                 f"row_key '@position' pairs row i with row i, but the original has "
-                f"{counts['original']} rows and the synthetic table {counts['synthetic']}"
+                f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
             )
     except BaseException:
-        for frame in shaped.values():
+        for frame in cached.values():
             frame.unpersist()
         raise
 
+    typed = {
+        side: frame.select(*(plan.converted(c, side) for c in (KEY, *columns)))
+        for side, frame in cached.items()
+    }
     return EvaluationInputs(
-        original=shaped["original"],
-        synthetic=shaped["synthetic"],
+        original=typed["original"],
+        synthetic=typed["synthetic"],
         columns=columns,
         numeric=numeric,
-        n_original=counts["original"],
-        n_synthetic=counts["synthetic"],
-        fingerprint=hashlib.sha256("|".join(fingerprints).encode()).hexdigest(),
+        n_original=profiles["original"].n,
+        n_synthetic=profiles["synthetic"].n,
+        fingerprint=hashlib.sha256(
+            "|".join(profiles[side].digest for side in sides).encode()
+        ).hexdigest(),
         row_key=POSITION_KEY if row_key == POSITION else row_key,
+        cached=tuple(cached.values()),
     )
 
 
-def _reconcile_types(
-    original: DataFrame, synthetic: DataFrame, columns: Sequence[str], cast: dict[str, str]
-) -> dict[str, T.DataType]:
-    types: dict[str, T.DataType] = {}
-    for name in columns:
-        if name in cast:
-            try:
-                types[name] = T._parse_datatype_string(cast[name])
-            except Exception:
-                raise InputError(f"cast: '{cast[name]}' for column '{name}' is not a Spark type") from None
-            continue
-        a, b = original.schema[name].dataType, synthetic.schema[name].dataType
-        common = _common_type(a, b)
-        if common is None:
-            raise InputError(
-                f"column '{name}' is {a.simpleString()} in the original and "
-                f"{b.simpleString()} in the synthetic table; add `cast: {{{name}: <type>}}` "
-                "to the configuration to compare it"
+@dataclass(frozen=True)
+class _Profile:
+    """What the one pass over a side found: its row count, content hash and checks."""
+
+    n: int
+    digest: str
+    checks: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _TypePlan:
+    """One type for the key (KEY) and each compared column, and what the data must
+    confirm before the plan holds.
+
+    Two cases are left to the profile pass, so that they cost no pass of their own:
+    - text on one side only: CSV and JSON readers infer a column without any value as
+      string (every column of a header-only file, say), so a column entirely null on one
+      side takes the other side's type; text with values is the spec's type error;
+    - a configured cast: values that do not convert are counted and refused. A plain
+      (ANSI) cast would fail inside Spark with a message quoting the value.
+    """
+
+    row_key: str
+    types: dict[str, T.DataType]
+    raw_types: dict[str, tuple[T.DataType, T.DataType]]  # (original, synthetic) as read
+    configured: frozenset[str]
+    must_be_null: dict[str, str]  # column -> the side whose text column must be all null
+
+    def converted(self, name: str, side: str) -> Column:
+        target = self.types[name]
+        if self.must_be_null.get(name) == side:
+            return F.lit(None).cast(target).alias(name)  # verified: no value to convert
+        if name in self.configured:
+            return qcol(name).try_cast(target).alias(name)  # verified: nothing turns null
+        return qcol(name).cast(target).alias(name)  # between numbers of different kinds
+
+    def checks(self, side: str) -> dict[str, Column]:
+        """Aggregates for the profile pass over `side`, by label."""
+        out = {}
+        for name, null_side in self.must_be_null.items():
+            if null_side == side:
+                out[f"values:{name}"] = F.count(qcol(name))
+        for name in self.configured:
+            raw = qcol(name)
+            out[f"unconverted:{name}"] = F.count(
+                F.when(raw.isNotNull() & raw.try_cast(self.types[name]).isNull(), 1)
             )
-        types[name] = common
-    return types
+        return out
+
+    def verify(self, profiles: dict[str, _Profile]) -> None:
+        for name, side in self.must_be_null.items():
+            if profiles[side].checks[f"values:{name}"]:
+                raise self.mismatch(name)
+        for name in sorted(self.configured):
+            for side, profile in profiles.items():
+                failed = profile.checks[f"unconverted:{name}"]
+                if failed:
+                    raise InputError(
+                        f"cast: {failed} value(s) of column '{name}' in the {side} table cannot be "
+                        f"cast to {self.types[name].simpleString()}"
+                    )
+
+    def mismatch(self, name: str) -> InputError:
+        a, b = (t.simpleString() for t in self.raw_types[name])
+        if name == KEY:
+            return InputError(
+                f"row_key '{self.row_key}' is {a} in the original and {b} in the synthetic "
+                "table; the keys must have one type"
+            )
+        return InputError(
+            f"column '{name}' is {a} in the original and {b} in the synthetic table; "
+            f"add `cast: {{{name}: <type>}}` to the configuration to compare it"
+        )
+
+
+def _plan_types(
+    original: DataFrame, synthetic: DataFrame, row_key: str, columns: Sequence[str], cast: dict[str, str]
+) -> _TypePlan:
+    plan = _TypePlan(row_key, {}, {}, frozenset(cast), {})
+    for name in (KEY, *columns):
+        source = row_key if name == KEY else name
+        a, b = original.schema[source].dataType, synthetic.schema[source].dataType
+        plan.raw_types[name] = (a, b)
+        if name in cast:
+            plan.types[name] = _configured_type(original, synthetic, name, cast[name])
+            continue
+        common = _common_type(a, b)
+        if common is None and isinstance(a, T.StringType) != isinstance(b, T.StringType):
+            text_side = "original" if isinstance(a, T.StringType) else "synthetic"
+            common = b if text_side == "original" else a
+            plan.must_be_null[name] = text_side
+        if common is None:
+            raise plan.mismatch(name)
+        plan.types[name] = common
+    return plan
+
+
+def _configured_type(original: DataFrame, synthetic: DataFrame, name: str, type_name: str) -> T.DataType:
+    """The Spark type of `cast: {name: type_name}`, checked to be reachable from both sides."""
+    try:
+        with spark_error_logs_silenced():
+            target = T.DataType.fromDDL(type_name)
+    except (*SPARK_ERRORS, ValueError):
+        raise InputError(f"cast: '{type_name}' for column '{name}' is not a Spark type") from None
+    for side, frame in (("original", original), ("synthetic", synthetic)):
+        try:
+            with spark_error_logs_silenced():
+                frame.select(qcol(name).try_cast(target))  # analysed now, nothing runs
+        except SPARK_ERRORS:
+            source = frame.schema[name].dataType.simpleString()
+            raise InputError(
+                f"cast: column '{name}' is {source} in the {side} table and cannot be cast to "
+                f"{target.simpleString()}"
+            ) from None
+    return target
 
 
 def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:
@@ -290,20 +448,11 @@ def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:
     return None
 
 
-def _reconcile_key(original: DataFrame, synthetic: DataFrame, row_key: str) -> T.DataType:
-    a, b = original.schema[row_key].dataType, synthetic.schema[row_key].dataType
-    common = _common_type(a, b)
-    if common is None:
-        raise InputError(
-            f"row_key '{row_key}' is {a.simpleString()} in the original and "
-            f"{b.simpleString()} in the synthetic table; the keys must have one type"
-        )
-    return common
-
-
-def _profile(frame: DataFrame, columns: Sequence[str], side: str, key_name: str | None) -> tuple[int, str]:
-    """Row count and an order-independent content hash, in one pass; refuses null and
-    repeated keys.
+def _profile(
+    frame: DataFrame, columns: Sequence[str], side: str, key_name: str | None, checks: dict[str, Column]
+) -> _Profile:
+    """Row count, an order-independent content hash and the `checks` aggregates, in one
+    pass over the cached columns as read; refuses null and repeated keys.
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
@@ -313,14 +462,27 @@ def _profile(frame: DataFrame, columns: Sequence[str], side: str, key_name: str 
     """
     content = sorted(columns) + ([KEY] if key_name is not None else [])
     hashed = [part for c in content for part in (qcol(c), qcol(c).isNull())]
+    labels = list(checks)
     aggregates = [
         F.count(F.lit(1)).alias("n"),
         F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"),
         F.count(F.when(F.col(KEY).isNull(), 1)).alias("null_keys"),
+        *(checks[label].alias(f"check{i}") for i, label in enumerate(labels)),
     ]
     if key_name is not None:  # positions are unique by construction
         aggregates.append(F.count_distinct(KEY).alias("distinct_keys"))
-    row = frame.agg(*aggregates).collect()[0]
+    try:
+        # The first pass over all the data: records the schema inference did not read
+        # fail here (e.g. under mode FAILFAST), with messages that quote them.
+        with spark_error_logs_silenced():
+            row = frame.agg(*aggregates).collect()[0]
+    except SPARK_ERRORS as exc:
+        if not is_read_error(exc):
+            raise
+        raise InputError(
+            f"the {side} table cannot be read to its end ({spark_error_name(exc)}); check the "
+            f"file and '{side}.options'"
+        ) from None
     n = int(row["n"])
     if n == 0:
         raise InputError(f"the {side} table has no rows")
@@ -328,7 +490,11 @@ def _profile(frame: DataFrame, columns: Sequence[str], side: str, key_name: str 
         raise InputError(f"row_key '{key_name}' is null in {row['null_keys']} row(s) of the {side} table")
     if key_name is not None and row["distinct_keys"] != n:
         _report_duplicate_keys(frame, key_name, side)
-    return n, f"{side}:{n}:{row['hash_sum']}"
+    return _Profile(
+        n=n,
+        digest=f"{side}:{n}:{row['hash_sum']}",
+        checks={label: int(row[f"check{i}"]) for i, label in enumerate(labels)},
+    )
 
 
 def _report_duplicate_keys(frame: DataFrame, row_key: str, side: str) -> None:

@@ -59,16 +59,16 @@ def bin_grids(
 ) -> tuple[BinGrid, ...]:
     """Step and origin of each numeric known variable, from its values in U.
 
-    One aggregation over U; only these few numbers reach the driver. Nulls and NaNs
-    are left out of the statistics (NaN would poison the mean); both still get a bin of
-    their own when profiles are built.
+    One aggregation over U; only these few numbers reach the driver. Nulls, NaNs and
+    infinities are left out of the statistics (NaN would poison the mean, an infinity
+    the mean, sd and origin alike); each still gets a bin of its own in the profiles.
     """
     if not numeric_known:
         return ()
     aggregates = []
     for i, v in enumerate(numeric_known):
         x = qcol(v).cast("double")
-        x = F.when(~F.isnan(x), x)
+        x = F.when(~F.isnan(x) & (F.abs(x) != F.lit(float("inf"))), x)
         aggregates += [
             F.avg(x).alias(f"mean{i}"),
             F.stddev_samp(x).alias(f"sd{i}"),
@@ -90,7 +90,7 @@ def bin_grids(
                     "that occur once, so 5 % of it is no bin width; declare it under "
                     f"'categorical' or give 'metrics.knowledge_protection.bin_width.{v}'"
                 )
-        if low is None:  # every value of v in U is missing: only the null/NaN bins occur
+        if low is None:  # no finite value of v in U: only the null/NaN/inf bins occur
             low = 0.0
         # sd with n - 1 is undefined for a single value; the grid then starts at the min.
         spread = sd if sd is not None and math.isfinite(sd) else 0.0

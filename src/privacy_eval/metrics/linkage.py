@@ -101,6 +101,7 @@ __all__ = [
     "LinkageMethodResult",
     "LinkageResult",
     "linkage_attack",
+    "validate_linkage_config",
 ]
 
 METHODS = ("mahalanobis", "weighted")
@@ -626,6 +627,14 @@ def _close(a: float, b: float) -> bool:
 # --------------------------------------------------------------------------
 # 1. validation
 # --------------------------------------------------------------------------
+
+
+def validate_linkage_config(original: DataFrame, synthetic: DataFrame, key: str, config: LinkageConfig) -> None:
+    """Check ``config`` against the two tables' schemas; raises :class:`InputError`.
+
+    Reads no data, so a caller can run it before any expensive step.
+    """
+    _validate_config(original, synthetic, key, config)
 
 
 def _validate_config(
