@@ -200,3 +200,25 @@ def test_identical_synthetic_rows_are_no_closer_than_random(spark):
         inputs.unpersist()
     assert result.difference == 0 and result.z == 0
     assert result.conclusive and not result.aligned
+
+
+def test_evaluation_marks_a_shuffled_release_misaligned(spark):
+    """Wired into the job: CDMP on a release that is not row-aligned reports status
+    `misaligned`, no value and no per-column verdicts; the aligned avatars stay `ok`."""
+    import dataclasses
+
+    from privacy_eval.config import ColumnDirectMatchConfig, MetricsConfig, load_config
+    from privacy_eval.evaluation import evaluate
+
+    base = load_config(ROOT / "conf" / "examples" / "aids.yaml")
+    only_cdm = MetricsConfig(column_direct_match=ColumnDirectMatchConfig())
+    statuses = {}
+    for release in ("avatar_k20", "synthpop"):
+        source = dataclasses.replace(base.synthetic, path=str(DATA / "aids" / f"{release}.csv"))
+        config = dataclasses.replace(base, synthetic=source, metrics=only_cdm)
+        evaluation = evaluate(spark, config)
+        (row,) = evaluation.metrics
+        statuses[release] = (row.status, row.value is None, row.passed, "alignment" in row.details,
+                             all(c.below_target is None for c in evaluation.columns))
+    assert statuses["avatar_k20"] == ("ok", False, True, True, False)
+    assert statuses["synthpop"] == ("misaligned", True, None, True, True)

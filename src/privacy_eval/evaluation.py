@@ -7,6 +7,7 @@ DataFrames you already have.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from privacy_eval.config import POSITION_KEY, Config, LinkageConfig, MetricsConf
 from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
 from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
+from privacy_eval.metrics.alignment import AlignmentResult, alignment_check
 from privacy_eval.metrics.column_direct_match import column_direct_match_protection
 from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
 from privacy_eval.metrics.linkage import LinkageMethodResult, linkage_attack, validate_linkage_config
@@ -94,6 +96,16 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
             occurrences = occurrence_counts(inputs.original, inputs.synthetic, columns).cache()
             n_singletons = occurrences.filter(F.col(N_ORIGINAL) == 1).count()
             singletons = occurring_once(occurrences, columns)
+    alignment = None
+    if metrics.column_direct_match is not None or metrics.linkage is not None:
+        with phase("alignment check"):
+            alignment = alignment_check(
+                inputs.original, inputs.synthetic, inputs.columns, inputs.numeric, KEY, inputs.n_synthetic
+            )
+        if not alignment.conclusive:
+            message = f"alignment: {alignment.reason()}"
+            log.warning(message)
+            evaluation.warnings.append(message)
     try:
         if metrics.row_direct_match is not None:
             with phase("row_direct_match_protection"):
@@ -129,7 +141,7 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
             if cdm.n_paired == 0:
                 status = "not_measurable"
                 _warn(evaluation, details, "column_direct_match: no row key occurs on both sides")
-            evaluation.metrics.append(MetricRow(
+            cdm_row = _with_alignment(evaluation, MetricRow(
                 metric="column_direct_match_protection",
                 value=cdm.protection if status == "ok" else None,
                 unit="percent",
@@ -138,7 +150,10 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
                 numerator=cdm.weakest.matches,
                 denominator=cdm.n_original,
                 details=details,
-            ))
+            ), alignment)
+            evaluation.metrics.append(cdm_row)
+            if cdm_row.status == "misaligned":
+                target = None  # per-column verdicts would be noise as well
             evaluation.columns.extend(
                 ColumnRow(
                     column_name=p.column,
@@ -168,7 +183,7 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
                 details=kpr.details(),
             ))
         if metrics.linkage is not None:
-            _linkage_rows(evaluation, inputs, metrics.linkage)
+            _linkage_rows(evaluation, inputs, metrics.linkage, alignment)
     finally:
         if occurrences is not None:
             occurrences.unpersist()
@@ -203,7 +218,9 @@ def _check_metric_columns(inputs: EvaluationInputs, metrics: MetricsConfig) -> N
         validate_linkage_config(inputs.original, inputs.synthetic, KEY, link)
 
 
-def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig) -> None:
+def _linkage_rows(
+    evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig, alignment: AlignmentResult | None
+) -> None:
     with phase("linkage_attack"):
         result = linkage_attack(inputs.original, inputs.synthetic, KEY, config)
     for message in result.warnings:
@@ -211,7 +228,7 @@ def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: Link
         evaluation.warnings.append(message)
 
     def row(metric: str, method: LinkageMethodResult, details: dict) -> MetricRow:
-        return MetricRow(
+        return _with_alignment(evaluation, MetricRow(
             metric=metric,
             value=method.value,
             unit="fraction",
@@ -222,7 +239,7 @@ def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: Link
             numerator=method.n_at_risk,
             denominator=method.n_records,
             details=details,
-        )
+        ), alignment)
 
     headline = result.headline
     evaluation.metrics.append(row(
@@ -231,6 +248,20 @@ def _linkage_rows(evaluation: Evaluation, inputs: EvaluationInputs, config: Link
     ))
     for name, method in result.methods.items():
         evaluation.metrics.append(row(f"linkage_success_rate_{name}", method, result.method_details(name)))
+
+
+def _with_alignment(evaluation: Evaluation, row: MetricRow, alignment: AlignmentResult | None) -> MetricRow:
+    """Attach the alignment check to a metric that trusts the row key, and mark it
+    `misaligned` (value withheld, kept in details) when aligned pairs are no closer
+    than random ones: a shuffled or renumbered release must not read as protected."""
+    if alignment is None:
+        return row
+    details = {**row.details, "alignment": alignment.details()}
+    if alignment.conclusive and not alignment.aligned:
+        details["value_if_aligned"] = row.value
+        _warn(evaluation, details, f"{row.metric}: MISALIGNED, the figure is noise: {alignment.reason()}")
+        return dataclasses.replace(row, value=None, status="misaligned", details=details)
+    return dataclasses.replace(row, details=details)
 
 
 def _warn(evaluation: Evaluation, details: dict, message: str) -> None:
