@@ -87,15 +87,7 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
     columns = list(inputs.columns)
     kp = metrics.knowledge_protection
 
-    needs_singletons = metrics.row_direct_match is not None or kp is not None
-    occurrences = singletons = None
-    n_singletons = 0
-    if needs_singletons:
-        with phase("rows of both tables with their occurrences"):
-            # One aggregation serves RDMP and gives U to KPR: computed and cached once.
-            occurrences = occurrence_counts(inputs.original, inputs.synthetic, columns).cache()
-            n_singletons = occurrences.filter(F.col(N_ORIGINAL) == 1).count()
-            singletons = occurring_once(occurrences, columns)
+    # Before anything is cached below, so that a failure here leaves no cache behind.
     alignment = None
     if metrics.column_direct_match is not None or metrics.linkage is not None:
         with phase("alignment check"):
@@ -106,6 +98,16 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
             message = f"alignment: {alignment.reason()}"
             log.warning(message)
             evaluation.warnings.append(message)
+
+    needs_singletons = metrics.row_direct_match is not None or kp is not None
+    occurrences = singletons = None
+    n_singletons = 0
+    if needs_singletons:
+        with phase("rows of both tables with their occurrences"):
+            # One aggregation serves RDMP and gives U to KPR: computed and cached once.
+            occurrences = occurrence_counts(inputs.original, inputs.synthetic, columns).cache()
+            n_singletons = occurrences.filter(F.col(N_ORIGINAL) == 1).count()
+            singletons = occurring_once(occurrences, columns)
     try:
         if metrics.row_direct_match is not None:
             with phase("row_direct_match_protection"):
