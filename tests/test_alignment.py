@@ -222,3 +222,40 @@ def test_evaluation_marks_a_shuffled_release_misaligned(spark):
                              all(c.below_target is None for c in evaluation.columns))
     assert statuses["avatar_k20"] == ("ok", False, True, True, False)
     assert statuses["synthpop"] == ("misaligned", True, None, True, True)
+
+
+def test_gate_fails_closed_on_figures_that_are_not_measurements():
+    """--fail-on-target stops a release whose gated figure could not be measured, not
+    only one that missed its target; a metric without a target never trips it."""
+    from privacy_eval.results import MetricRow
+
+    def row(value, target, status="ok", unit="percent"):
+        return MetricRow("m", value, unit, target, status)
+
+    assert not row(60.0, 50.0).fails_gate
+    assert row(40.0, 50.0).fails_gate
+    assert row(None, 50.0, "misaligned").fails_gate
+    assert row(0.0, 0.1, "not_measurable", unit="fraction").fails_gate
+    assert not row(None, None, "misaligned").fails_gate
+    assert not row(0.0, None, "not_measurable", unit="fraction").fails_gate
+
+
+def test_fail_on_target_stops_a_misaligned_release(spark, tmp_path):
+    """Through the entry point: CDMP on the AIDS synthpop release (not row-aligned) with
+    a target it would 'pass' if its noise were taken for a measurement: exit 3, one
+    error line naming the metric and the status, no results written."""
+    from .jobrun import error_lines, run_in_process, tree_digest
+
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    before = tree_digest(warehouse)
+    code, output = run_in_process(spark, [
+        "--config", str(ROOT / "conf" / "examples" / "aids.yaml"), "--fail-on-target",
+        "--set", f"synthetic.path={DATA / 'aids' / 'synthpop.csv'}",
+        "--set", f"results.warehouse={warehouse}",
+        "--set", "metrics={column_direct_match: {target: 0}}",
+    ])
+    assert code == 3, output
+    (line,) = error_lines(output)
+    assert "column_direct_match_protection (misaligned)" in line
+    assert tree_digest(warehouse) == before

@@ -954,3 +954,44 @@ def test_kdtree_200k_block_bounded_memory():
             assert 10 <= res.n_better[i] <= b
         else:
             assert (res.n_better[i], res.true_tie_size[i]) == (b, m)
+
+
+# --------------------------------------------------------------------------
+# single-column fast path (the "best single column" check)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tol", [0.0, TOL, 1e-3, 0.05])
+def test_column_best_agrees_with_brute_force_on_the_best_group(tol):
+    """Whether the truth is in the record's best tie group, and that group's size, as
+    the brute-force reduction says; other records only need N_BETTER >= 1. Ties,
+    duplicates, magnitudes from 1e-9 to 1e9 and sub-tolerance chains included."""
+    rng = np.random.default_rng(int(tol * 1e6) + 7)
+    n_hits = 0
+    for rep in range(60):
+        n_r, n_a = int(rng.integers(1, 120)), int(rng.integers(1, 120))
+        scale = float(rng.choice([1e-9, 1e-3, 1.0, 1e3, 1e9]))
+        decimals = int(rng.integers(0, 4))
+        raw = np.round(rng.normal(size=n_r) * 3, decimals) * scale
+        anon = np.round(rng.normal(size=n_a) * 3, decimals) * scale
+        if rep % 5 == 0:  # a chain of steps just inside the tolerance around 1
+            raw = 1.0 + np.arange(n_r) * 0.9 * max(tol, 1e-12)
+            anon = rng.choice(raw, size=n_a) + rng.choice([0.0, 1e-14], size=n_a)
+        raw_ids = rng.permutation(400)[:n_r]
+        anon_ids = 1000 + rng.permutation(400)[:n_a]  # no truths but the twins below
+        # Most synthetic records near their own original, so that many truths are best.
+        twins = rng.permutation(min(n_r, n_a))[: min(n_r, n_a) * 3 // 4]
+        anon_ids[twins] = raw_ids[twins]
+        anon[twins] = raw[twins] + rng.choice([0.0, 0.0, 1e-3 * scale], size=twins.size)
+        fast = lk.evaluate_column_best(raw_ids, raw[:, None], anon_ids, anon[:, None], tol=tol)
+        full = lk.evaluate_block_bruteforce(raw_ids, raw[:, None], anon_ids, anon[:, None], p=1, tol=tol)
+        assert np.array_equal(fast.has_true, full.has_true)
+        assert np.array_equal(fast.n_candidates, full.n_candidates)
+        best = full.has_true & (full.n_better == 0)
+        fast_best = (fast.n_better == 0) & ~fast.capped
+        assert np.array_equal(fast_best, best)
+        assert np.array_equal(fast.true_tie_size[best], full.true_tie_size[best])
+        assert np.all(fast.n_better[full.has_true & ~best] >= 1)
+        assert np.all(fast.n_better[~full.has_true] == -1)
+        n_hits += int(best.sum())
+    assert n_hits > 50  # the kept records exist, not only the settled ones

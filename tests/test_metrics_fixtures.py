@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -143,7 +144,10 @@ class TestKnowledgeProtection:
         (9, None, "d", 9),    # (null, d) unique -> exposes r7
     ]
 
-    def test_hand_computed_rate(self, spark):
+    def test_hand_computed_rate(self, spark, monkeypatch):
+        # Four values of temp in U: below the publication threshold, so lowered here to
+        # see the computed grid.
+        monkeypatch.setattr("privacy_eval.metrics.knowledge_protection.MIN_GRID_SUPPORT", 4)
         metrics, _ = run(spark, self.ORIGINAL, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
         kpr = metrics["knowledge_protection_rate"]
         assert kpr.numerator == 3 and kpr.denominator == 7
@@ -154,6 +158,21 @@ class TestKnowledgeProtection:
         assert grid["origin"] == pytest.approx(-12 - math.sqrt(8 / 3) / 10, abs=1e-12)
         assert kpr.value == pytest.approx(100 * (1 - 3 / 7), abs=1e-12)
 
+    def test_grid_from_few_values_is_withheld(self, spark):
+        """With 4 values of temp in U (< MIN_GRID_SUPPORT) a mean-based step and the origin
+        would disclose them: both withheld, the rate unchanged."""
+        metrics, _ = run(spark, self.ORIGINAL, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
+        kpr = metrics["knowledge_protection_rate"]
+        grid = kpr.details["bins"]["temp"]
+        assert grid["step"] is None and grid["origin"] is None and grid["step_from"] == "mean"
+        assert "4 value(s)" in grid["withheld"]
+        assert kpr.numerator == 3
+        # One value: origin and step would each give it back exactly.
+        one = [(1, -10.0, "a", 1), (2, None, "b", 2)]
+        metrics, _ = run(spark, one, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
+        text = json.dumps(metrics["knowledge_protection_rate"].details)
+        assert "10.0" not in text and "0.5" not in text
+
     def test_configured_bin_width_replaces_the_mean_rule(self, spark):
         # A width of 100 puts every original temp in one bin per group: (0,a) x2 in U...
         metrics_cfg = MetricsConfig(knowledge_protection=KnowledgeProtectionConfig(
@@ -162,7 +181,8 @@ class TestKnowledgeProtection:
         kpr = metrics["knowledge_protection_rate"]
         # Synthetic profiles: (0,a) x4 (the -10.2..-11.95 ones), (0,b) x1 (-8.1), (0,B),
         # (1,a) (100), (-1,b) (-50), (null,d). Unique (0,b) exposes r3 and r4; (null,d) r7.
-        assert kpr.details["bins"]["temp"]["step"] == 100.0
+        assert kpr.details["bins"]["temp"]["step"] == 100.0  # the user's number: never withheld
+        assert kpr.details["bins"]["temp"]["origin"] is None
         assert kpr.numerator == 3
 
     def test_zero_mean_is_an_error_naming_the_variable(self, spark):

@@ -24,6 +24,7 @@ from typing import Callable
 import pytest
 
 from privacy_eval import results
+from privacy_eval.errors import InputError
 from privacy_eval.results import (
     COLUMN_PROTECTION,
     COMMIT_STEPS,
@@ -448,3 +449,13 @@ def test_a_job_killed_while_writing_leaves_whole_runs_and_the_next_run_succeeds(
         runs = by_run(rows, "run_id", "started_at", "finished_at")
         assert sorted(runs) == ["r1", "r2", "r3"], table
         assert runs["r1"] == runs["r3"], table
+
+
+def test_a_database_name_stays_with_its_first_warehouse_in_a_session(spark, tmp_path):
+    """A long-lived session (a notebook) that registered a database in one warehouse
+    and is then pointed at another under the same name is refused, instead of writing
+    the second evaluation into the first warehouse."""
+    first = new_warehouse(spark, tmp_path / "first")
+    ensure_tables(spark, str(tmp_path / "first"), first.database)  # the same place again: fine
+    with pytest.raises(InputError, match=f"'{first.database}' is already registered"):
+        ensure_tables(spark, str(tmp_path / "second"), first.database)

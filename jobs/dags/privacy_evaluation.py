@@ -62,6 +62,7 @@ VARIABLE_PREFIX = "privacy_eval_"
 # The checkout this file belongs to (jobs/dags/ inside it), through a symlink if deployed
 # by one: the default paths point into it.
 PROJECT = Path(__file__).resolve().parents[2]
+LOG4J2_PROPERTIES = PROJECT / "src" / "privacy_eval" / "log4j2.properties"
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ with DAG(
         conf={
             "spark.driver.memory": setting("driver_memory"),
             "spark.sql.shuffle.partitions": setting("shuffle_partitions"),
+            # Spark's own log without failed tasks' reasons (they can quote input
+            # records): src/privacy_eval/log4j2.properties. An absolute URI, because a
+            # worker's current folder is not the project.
+            "spark.driver.defaultJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
         },
         env_vars={"PYSPARK_PYTHON": setting("python"), "PYSPARK_DRIVER_PYTHON": setting("python")},
         name="privacy-eval-{{ run_id }}",

@@ -113,7 +113,7 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
     evaluation = evaluate(spark, config)
     finished_at = datetime.now(timezone.utc)
 
-    missed = [m for m in evaluation.metrics if m.passed is False]
+    missed = [m for m in evaluation.metrics if m.fails_gate]
     print(_summary(config.dataset, run_id, evaluation.metrics))
     if write_report is not None:
         # Before the gate: the report explains a failed gate, and it is not a results
@@ -129,8 +129,11 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
             raise UserError(f"--report: cannot write to {args.report} ({exc.strerror or type(exc).__name__})") from None
         log.info("report written to %s", path)
     if args.fail_on_target and missed:
-        names = ", ".join(m.metric for m in missed)
-        print(f"error: target missed by {names}; results not written (--fail-on-target)", file=sys.stderr)
+        names = ", ".join(m.metric if m.passed is False else f"{m.metric} ({m.status})" for m in missed)
+        print(
+            f"error: target missed or not verifiable: {names}; results not written (--fail-on-target)",
+            file=sys.stderr,
+        )
         return EXIT_TARGET_MISSED
 
     ensure_tables(spark, config.results.warehouse, config.results.database)

@@ -291,6 +291,10 @@ def prepare_inputs(
                 f"row_key '@position' pairs row i with row i, but the original has "
                 f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
             )
+        if not by_position:  # positions are unique by construction
+            _check_unique_keys(
+                {side: frame.select(plan.converted(KEY, side)) for side, frame in cached.items()}, row_key
+            )
     except BaseException:
         for frame in cached.values():
             frame.unpersist()
@@ -452,7 +456,7 @@ def _profile(
     frame: DataFrame, columns: Sequence[str], side: str, key_name: str | None, checks: dict[str, Column]
 ) -> _Profile:
     """Row count, an order-independent content hash and the `checks` aggregates, in one
-    pass over the cached columns as read; refuses null and repeated keys.
+    pass over the cached columns as read; refuses null keys.
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
@@ -463,14 +467,14 @@ def _profile(
     content = sorted(columns) + ([KEY] if key_name is not None else [])
     hashed = [part for c in content for part in (qcol(c), qcol(c).isNull())]
     labels = list(checks)
+    # No count_distinct(KEY) here: it turns this scan into an expand and two shuffles,
+    # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
     aggregates = [
         F.count(F.lit(1)).alias("n"),
         F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"),
         F.count(F.when(F.col(KEY).isNull(), 1)).alias("null_keys"),
         *(checks[label].alias(f"check{i}") for i, label in enumerate(labels)),
     ]
-    if key_name is not None:  # positions are unique by construction
-        aggregates.append(F.count_distinct(KEY).alias("distinct_keys"))
     try:
         # The first pass over all the data: records the schema inference did not read
         # fail here (e.g. under mode FAILFAST), with messages that quote them.
@@ -488,8 +492,6 @@ def _profile(
         raise InputError(f"the {side} table has no rows")
     if key_name is not None and row["null_keys"]:
         raise InputError(f"row_key '{key_name}' is null in {row['null_keys']} row(s) of the {side} table")
-    if key_name is not None and row["distinct_keys"] != n:
-        _report_duplicate_keys(frame, key_name, side)
     return _Profile(
         n=n,
         digest=f"{side}:{n}:{row['hash_sum']}",
@@ -497,14 +499,21 @@ def _profile(
     )
 
 
-def _report_duplicate_keys(frame: DataFrame, row_key: str, side: str) -> None:
-    dup = (
-        frame.groupBy(KEY).count().filter(F.col("count") > 1)
-        .agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
-        .collect()[0]
+def _check_unique_keys(keys: dict[str, DataFrame], row_key: str) -> None:
+    """Refuse repeated row keys; both sides in one grouped shuffle, counts only."""
+    stacked = None
+    for i, frame in enumerate(keys.values()):
+        tagged = frame.select(F.lit(i).alias("side"), F.col(KEY))
+        stacked = tagged if stacked is None else stacked.unionByName(tagged)
+    rows = (
+        stacked.groupBy("side", KEY).count().filter(F.col("count") > 1)
+        .groupBy("side").agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
+        .collect()
     )
-    if dup["keys"]:
-        raise InputError(
-            f"row_key '{row_key}' is not unique in the {side} table: {dup['keys']} key value(s) "
-            f"occur more than once (the most repeated occurs {dup['worst']} times)"
-        )
+    found = {r["side"]: r for r in rows}
+    for i, side in enumerate(keys):
+        if i in found:
+            raise InputError(
+                f"row_key '{row_key}' is not unique in the {side} table: {found[i]['keys']} key value(s) "
+                f"occur more than once (the most repeated occurs {found[i]['worst']} times)"
+            )

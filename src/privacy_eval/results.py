@@ -126,6 +126,10 @@ COLUMN_PROTECTION_SCHEMA = T.StructType([
 ])
 
 
+# Statuses whose value cannot be checked against a target (value withheld, or 0 by construction).
+UNVERIFIABLE = ("misaligned", "not_measurable")
+
+
 @dataclass(frozen=True)
 class MetricRow:
     """One metric of one run, before the run-level columns are added."""
@@ -147,6 +151,14 @@ class MetricRow:
         if self.unit == "percent":
             return self.value >= self.target
         return self.value <= self.target
+
+    @property
+    def fails_gate(self) -> bool:
+        """Whether --fail-on-target stops the release: a missed target, or a target that
+        could not be checked because the figure is not a measurement (a release that is
+        not row-aligned, a linkage whose true pairs were all blocked away). A gate that
+        let those pass would fail open, towards "looks safe"."""
+        return self.passed is False or (self.target is not None and self.status in UNVERIFIABLE)
 
 
 @dataclass(frozen=True)
@@ -233,6 +245,7 @@ def ensure_tables(spark: SparkSession, warehouse: str, database: str) -> None:
             raise InputError(f"results.warehouse: {db_location} is not writable")
     qdb = _quote(database)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {qdb} LOCATION '{_sql_text(db_location)}'")
+    _check_database_location(spark, database, db_location)
     for table in TABLES:
         columns = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in SCHEMAS[table].fields)
         location = _join(db_location, table)
@@ -243,6 +256,29 @@ def ensure_tables(spark: SparkSession, warehouse: str, database: str) -> None:
     _recover(spark, database, _Files(spark, database))
     for table in TABLES:
         spark.sql(f"ALTER TABLE {qdb}.{table} RECOVER PARTITIONS")
+
+
+def _check_database_location(spark: SparkSession, database: str, db_location: str) -> None:
+    """Refuse a database this session already holds in another warehouse.
+
+    CREATE DATABASE IF NOT EXISTS keeps the first location, so a notebook evaluating into
+    a second warehouse under the same database name would silently write into the first.
+    Re-pointing is not offered: dropping a database of the in-memory catalog deletes its
+    folder, results included.
+    """
+    uri = spark._jsparkSession.sessionState().catalog().getDatabaseMetadata(database).locationUri()
+    scheme = uri.getScheme()
+    if scheme in (None, "file"):
+        wanted = db_location[len("file:"):] if db_location.startswith("file:") else db_location
+        same = os.path.normpath(str(uri.getPath())) == os.path.normpath(os.path.abspath(wanted))
+    else:
+        same = str(uri.toString()).rstrip("/") == db_location.rstrip("/")
+    if not same:
+        raise InputError(
+            f"results.database '{database}' is already registered in this Spark session at "
+            f"{uri.toString()}, not at {db_location}: a session writes one database name to one "
+            "warehouse; use another database name, or a new session"
+        )
 
 
 def write_run(

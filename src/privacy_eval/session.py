@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Mapping
 
 from pyspark import SparkConf, SparkContext
@@ -22,6 +23,17 @@ REQUIRED_CONF = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+# Spark's log4j2 configuration for the job, shipped inside the package: it withholds the
+# reasons of failed tasks, which can quote input records, from Spark's own log (see the
+# file). A JVM reads it only when it starts: here, for the JVM that build_session itself
+# launches (plain `python`, local mode, where the tasks run in the driver JVM too); under
+# spark-submit, conf/spark/*.conf pass it instead. defaultJavaOptions rather than
+# extraJavaOptions, so that a caller's --driver-java-options or extraJavaOptions (the
+# tests set one) add to it instead of replacing it.
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 
 
 def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -45,7 +57,15 @@ def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] 
     if master is None:
         builder = builder.master("local[*]")
     defaults = {k: v for k, v in DEFAULT_CONF.items() if conf.get(k, None) is None}
-    for key, value in {**defaults, **REQUIRED_CONF, **(extra_conf or {})}.items():
+    settings = {**defaults, **REQUIRED_CONF, **(extra_conf or {})}
+    # No gateway yet: getOrCreate is about to launch the JVM (under spark-submit it runs
+    # already, see above). No file: the package came from a zip (--py-files), which only
+    # spark-submit uses. A file: URI needs no quoting in the option string; the caller's
+    # options come last, so that a -Dlog4j2.configurationFile of their own wins.
+    if SparkContext._gateway is None and LOG4J2_PROPERTIES.is_file():
+        log4j2 = f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.resolve().as_uri()}"
+        settings[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, [log4j2, settings.get(DRIVER_JAVA_OPTIONS)]))
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     for key, value in REQUIRED_CONF.items():  # getOrCreate may have returned a live session

@@ -36,6 +36,7 @@ def expected_command(
     return [
         binary, "--master", master,
         "--conf", f"spark.driver.memory={driver_memory}", "--conf", "spark.sql.shuffle.partitions=8",
+        "--conf", f"spark.driver.defaultJavaOptions=-Dlog4j2.configurationFile=file://{ROOT}/src/privacy_eval/log4j2.properties",
         *extra_options,
         "--py-files", f"{ROOT}/dist/privacy_eval.zip",
         "--name", f"privacy-eval-{RUN_ID}",

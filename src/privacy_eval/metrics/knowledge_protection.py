@@ -15,6 +15,8 @@ from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts, qcol
 
 RELATIVE_BIN_WIDTH = 0.05
+# Fewest values of a known variable in U from which its grid (step, origin) is published.
+MIN_GRID_SUPPORT = 10
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,24 @@ class BinGrid:
     step: float
     origin: float
     step_source: str   # "mean" (0.05 * |mean| of U) or "configured"
+    support: int | None = None  # finite values of the variable in U; None: not counted
+
+    def published(self) -> dict:
+        """Step and origin for the results, unless they would disclose record values.
+
+        The spec asks for both. But with one value in U, origin = that value and a
+        mean-based step = 5 % of it; with two, mean and origin solve for both. Below
+        MIN_GRID_SUPPORT values the figures are withheld (a configured step is the
+        user's own number and stays).
+        """
+        if self.support is None or self.support >= MIN_GRID_SUPPORT:
+            return {"step": self.step, "origin": self.origin, "step_from": self.step_source}
+        return {
+            "step": self.step if self.step_source == "configured" else None,
+            "origin": None,
+            "step_from": self.step_source,
+            "withheld": f"computed from {self.support} value(s) (< {MIN_GRID_SUPPORT}); they would disclose them",
+        }
 
 
 @dataclass(frozen=True)
@@ -47,10 +67,7 @@ class KnowledgeProtectionResult:
             "exposed": self.exposed,
             "unique_synthetic_profiles": self.unique_synthetic_profiles,
             "known_variables": list(self.known_variables),
-            "bins": {
-                g.variable: {"step": g.step, "origin": g.origin, "step_from": g.step_source}
-                for g in self.grids
-            },
+            "bins": {g.variable: g.published() for g in self.grids},
         }
 
 
@@ -73,6 +90,7 @@ def bin_grids(
             F.avg(x).alias(f"mean{i}"),
             F.stddev_samp(x).alias(f"sd{i}"),
             F.min(x).alias(f"min{i}"),
+            F.count(x).alias(f"count{i}"),
         ]
     stats = singletons.agg(*aggregates).collect()[0]
     grids = []
@@ -94,7 +112,10 @@ def bin_grids(
             low = 0.0
         # sd with n - 1 is undefined for a single value; the grid then starts at the min.
         spread = sd if sd is not None and math.isfinite(sd) else 0.0
-        grids.append(BinGrid(variable=v, step=step, origin=low - spread / 10.0, step_source=source))
+        grids.append(BinGrid(
+            variable=v, step=step, origin=low - spread / 10.0, step_source=source,
+            support=int(stats[f"count{i}"]),
+        ))
     return tuple(grids)
 
 
