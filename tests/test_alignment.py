@@ -84,6 +84,30 @@ def test_aids_avatar_release_is_aligned(aids_avatar_result):
     assert details["aligned"] is True and "closer than random" in details["reason"]
 
 
+def test_large_tables_are_checked_on_a_sample_of_keys(spark, sql_conf, aids_original, aids_avatar, monkeypatch):
+    """Above MAX_PAIRS synthetic rows the check looks at a key-hash sample of about that
+    many pairs, the same keys on both sides: the verdicts hold (aligned avatars, shuffled
+    synthpop), the sample is partition-independent, and its share is reported."""
+    monkeypatch.setattr(A, "MAX_PAIRS", 400)
+    sampled = check(aids_avatar)
+    assert sampled.sample_fraction == pytest.approx(400 / 2139, rel=0.01)
+    assert 250 < sampled.n_aligned < 550 and sampled.n_pairs >= sampled.n_aligned - sampled.n_buckets
+    assert sampled.aligned and sampled.z < -15
+    assert sampled.details()["sample_fraction"] == sampled.sample_fraction
+    sql_conf({"spark.sql.shuffle.partitions": "7"})
+    again = alignment_check(
+        aids_avatar.original.repartition(5), aids_avatar.synthetic.repartition(3), aids_avatar.columns,
+        aids_avatar.numeric, KEY, aids_avatar.n_synthetic,
+    )
+    assert again == sampled
+    inputs = aids_inputs(spark, aids_original, DATA / "aids" / "synthpop.csv")
+    try:
+        result = check(inputs)
+    finally:
+        inputs.unpersist()
+    assert result.conclusive and not result.aligned and result.sample_fraction < 0.2
+
+
 @pytest.mark.parametrize("release", ["synthpop.csv", "ctgan.csv"])
 def test_aids_releases_without_alignment_are_misaligned(spark, aids_original, release):
     inputs = aids_inputs(spark, aids_original, DATA / "aids" / release)
