@@ -51,6 +51,15 @@ def check(inputs: EvaluationInputs, **kwargs) -> A.AlignmentResult:
     )
 
 
+def check_release(spark, original, synthetic: Path) -> A.AlignmentResult:
+    """The check on one AIDS release, its inputs released afterwards."""
+    inputs = aids_inputs(spark, original, synthetic)
+    try:
+        return check(inputs)
+    finally:
+        inputs.unpersist()
+
+
 def shuffled_copy(source: Path, target: Path, seed: int = 5) -> Path:
     """The same file with its data lines in another order, byte for byte otherwise."""
     header, *lines = source.read_text().splitlines(keepends=True)
@@ -100,21 +109,13 @@ def test_large_tables_are_checked_on_a_sample_of_keys(spark, sql_conf, aids_orig
         aids_avatar.numeric, KEY, aids_avatar.n_synthetic,
     )
     assert again == sampled
-    inputs = aids_inputs(spark, aids_original, DATA / "aids" / "synthpop.csv")
-    try:
-        result = check(inputs)
-    finally:
-        inputs.unpersist()
+    result = check_release(spark, aids_original, DATA / "aids" / "synthpop.csv")
     assert result.conclusive and not result.aligned and result.sample_fraction < 0.2
 
 
 @pytest.mark.parametrize("release", ["synthpop.csv", "ctgan.csv"])
 def test_aids_releases_without_alignment_are_misaligned(spark, aids_original, release):
-    inputs = aids_inputs(spark, aids_original, DATA / "aids" / release)
-    try:
-        result = check(inputs)
-    finally:
-        inputs.unpersist()
+    result = check_release(spark, aids_original, DATA / "aids" / release)
     assert result.conclusive and not result.aligned
     assert abs(result.z) < 3
     assert result.ratio == pytest.approx(1.0, abs=0.03)
@@ -123,11 +124,7 @@ def test_aids_releases_without_alignment_are_misaligned(spark, aids_original, re
 
 def test_shuffled_avatar_release_is_misaligned(spark, aids_original, tmp_path):
     shuffled = shuffled_copy(DATA / "aids" / "avatar_k20.csv", tmp_path / "avatar_shuffled.csv")
-    inputs = aids_inputs(spark, aids_original, shuffled)
-    try:
-        result = check(inputs)
-    finally:
-        inputs.unpersist()
+    result = check_release(spark, aids_original, shuffled)
     assert result.conclusive and not result.aligned
     assert abs(result.z) < 3
 

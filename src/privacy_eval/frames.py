@@ -28,6 +28,15 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
     return frame[quoted] if frame is not None else F.col(quoted)
 
 
+def stacked_sides(original: DataFrame, synthetic: DataFrame, columns: Sequence[str | Column], side: str) -> DataFrame:
+    """`columns` of both tables in one frame, with column `side` = 0 for the original's
+    rows and 1 for the synthetic table's: one pass (one shuffle, when grouped) serves
+    both sides."""
+    return original.select(*columns, F.lit(0).alias(side)).unionByName(
+        synthetic.select(*columns, F.lit(1).alias(side))
+    )
+
+
 def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequence[str]) -> DataFrame:
     """Every distinct row (over `columns`) of either table, with N_ORIGINAL and
     N_SYNTHETIC = how often it occurs in each.

@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from privacy_eval.config import FORMATS, POSITION_KEY, Source
 from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX, qcol
+from privacy_eval.frames import INTERNAL_PREFIX, qcol, stacked_sides
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,9 @@ def prepare_inputs(
             )
         if not by_position:  # positions are unique by construction
             _check_unique_keys(
-                {side: frame.select(plan.converted(KEY, side)) for side, frame in cached.items()}, row_key
+                cached["original"].select(plan.converted(KEY, "original")),
+                cached["synthetic"].select(plan.converted(KEY, "synthetic")),
+                row_key,
             )
     except BaseException:
         for frame in cached.values():
@@ -499,21 +501,19 @@ def _profile(
     )
 
 
-def _check_unique_keys(keys: dict[str, DataFrame], row_key: str) -> None:
+def _check_unique_keys(original: DataFrame, synthetic: DataFrame, row_key: str) -> None:
     """Refuse repeated row keys; both sides in one grouped shuffle, counts only."""
-    stacked = None
-    for i, frame in enumerate(keys.values()):
-        tagged = frame.select(F.lit(i).alias("side"), F.col(KEY))
-        stacked = tagged if stacked is None else stacked.unionByName(tagged)
+    side = INTERNAL_PREFIX + "side"
     rows = (
-        stacked.groupBy("side", KEY).count().filter(F.col("count") > 1)
-        .groupBy("side").agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
+        stacked_sides(original, synthetic, [KEY], side)
+        .groupBy(side, KEY).count().filter(F.col("count") > 1)
+        .groupBy(side).agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
         .collect()
     )
-    found = {r["side"]: r for r in rows}
-    for i, side in enumerate(keys):
+    found = {r[side]: r for r in rows}
+    for i, name in enumerate(("original", "synthetic")):
         if i in found:
             raise InputError(
-                f"row_key '{row_key}' is not unique in the {side} table: {found[i]['keys']} key value(s) "
+                f"row_key '{row_key}' is not unique in the {name} table: {found[i]['keys']} key value(s) "
                 f"occur more than once (the most repeated occurs {found[i]['worst']} times)"
             )

@@ -91,7 +91,7 @@ from pyspark.sql import types as T
 from privacy_eval import linkage_kernel as lk
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import INTERNAL_PREFIX, qcol
+from privacy_eval.frames import INTERNAL_PREFIX, qcol, stacked_sides
 
 __all__ = [
     "METHODS",
@@ -454,7 +454,9 @@ def linkage_attack(
         else:
             orig_s = orig.withColumn(_SALT, F.lit(0))
             syn_s = syn.withColumn(_SALT, F.lit(0)).withColumn(_BLOCK_PAIRS, F.lit(None).cast("double"))
-        group = [_BLOCK_ID, _SALT] if pre["ids_unique"] else [*bcols, _SALT]
+        # What scoring and the true-pair count group by: the block id, unless two blocks share one.
+        block_key = [_BLOCK_ID] if pre["ids_unique"] else list(bcols)
+        group = [*block_key, _SALT]
         # An explicit partition count, because adaptive execution would coalesce this
         # shuffle to partitions of equal bytes (2-3 on two cores at 1e6 rows), while the
         # cost of scoring a block grows faster than its size: a few uneven tasks left a
@@ -525,7 +527,7 @@ def linkage_attack(
         any_result = next(iter(results.values()))
         n_true_kept = any_result.n_records - any_result.n_true_missing
         if any_result.n_true_missing:
-            n_true_pairs, joined_kept = _true_pairs(orig, syn, [_BLOCK_ID] if pre["ids_unique"] else bcols)
+            n_true_pairs, joined_kept = _true_pairs(orig, syn, block_key)
             if joined_kept != n_true_kept:  # pragma: no cover - a plumbing bug, never user input
                 raise AssertionError("scoring and the key join disagree on the true pairs kept by blocking")
         else:
@@ -757,7 +759,7 @@ def _complete(tcols: Sequence[str]) -> Column:
 def _side_stats(orig: DataFrame, syn: DataFrame, tcols: Sequence[str]) -> dict[int, dict[str, Any]]:
     """Null/NaN/inf counts per target and Moments of the complete records, per side."""
     p = len(tcols)
-    both = orig.select(F.lit(0).alias(_SIDE), *tcols).unionByName(syn.select(F.lit(1).alias(_SIDE), *tcols))
+    both = stacked_sides(orig, syn, tcols, _SIDE)
     schema = (
         f"side int, n_rows long, n_incomplete long, bad array<long>, n long, mean array<double>, "
         f"m2 array<double>, cmin array<double>, cmax array<double>"
@@ -852,14 +854,10 @@ def _preflight(orig: DataFrame, syn: DataFrame, bcols: Sequence[str], split_rows
     of the figures, but not of the check that block ids are unique: an original-only
     block sharing an id with another block would hand it false candidates.
     """
-    side = _SIDE
-    stacked = orig.select(*bcols, _BLOCK_ID, F.lit(0).alias(side)).unionByName(
-        syn.select(*bcols, _BLOCK_ID, F.lit(1).alias(side))
-    )
-    every_block = stacked.groupBy(*bcols).agg(
+    every_block = stacked_sides(orig, syn, [*bcols, _BLOCK_ID], _SIDE).groupBy(*bcols).agg(
         F.first(_BLOCK_ID).alias(_BLOCK_ID),
-        F.count(F.when(F.col(side) == 0, 1)).alias(_NO),
-        F.count(F.when(F.col(side) == 1, 1)).alias(_NS),
+        F.count(F.when(F.col(_SIDE) == 0, 1)).alias(_NO),
+        F.count(F.when(F.col(_SIDE) == 1, 1)).alias(_NS),
     )
     attacked = F.col(_NS) > 0
     pairs = F.col(_NO).cast("decimal(38,0)") * F.col(_NS).cast("decimal(38,0)")
