@@ -227,17 +227,18 @@ def test_split_blocks_give_identical_results(blocked):
     assert_same(d_split, d_base)
 
 
-def test_colliding_block_ids_fall_back_to_the_values(blocked):
+def test_colliding_block_ids_are_rehashed(blocked):
     """Scoring groups by a 64-bit hash of the blocking values; if two blocks shared one,
     their records would become each other's candidates. With every block given the same
-    id the pre-flight must notice and group by the values: results identical. Also split,
-    so that the salted path falls back too."""
+    id by the first seed the pre-flight must notice and hash again: results identical.
+    Also split, so that the salted path sees the second id too."""
     from pyspark.sql import functions as F
 
     _, _, so, ss, base = blocked
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        mp.setattr(L, "_block_id", lambda bcols: F.lit(7).cast("long"))
+        real = L._block_id
+        mp.setattr(L, "_block_id", lambda bcols, attempt: F.lit(7).cast("long") if attempt == 0 else real(bcols, attempt))
         collided = linkage_attack(so, ss, "id", cfg())
         collided_split = linkage_attack(so, ss, "id", cfg(), split_rows=7)
     assert_same(collided.details(), base.details())

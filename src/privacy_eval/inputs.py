@@ -281,10 +281,7 @@ def prepare_inputs(
     try:
         by_position = row_key == POSITION
         key_name = None if by_position else row_key
-        profiles = {
-            side: _profile(frame, columns, side, key_name, plan.checks(side))
-            for side, frame in cached.items()
-        }
+        profiles = _profiles(cached, columns, key_name, {side: plan.checks(side) for side in cached})
         plan.verify(profiles)
         if by_position and profiles["original"].n != profiles["synthetic"].n:
             raise InputError(
@@ -454,11 +451,15 @@ def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:
     return None
 
 
-def _profile(
-    frame: DataFrame, columns: Sequence[str], side: str, key_name: str | None, checks: dict[str, Column]
-) -> _Profile:
-    """Row count, an order-independent content hash and the `checks` aggregates, in one
-    pass over the cached columns as read; refuses null keys.
+def _profiles(
+    frames: dict[str, DataFrame], columns: Sequence[str], key_name: str | None, checks: dict[str, dict[str, Column]]
+) -> dict[str, _Profile]:
+    """Per side: row count, an order-independent content hash and the `checks`
+    aggregates, from one pass over the cached columns as read; refuses null keys.
+
+    Both sides in one job (their two one-row aggregates cross-joined): each side's scan
+    may be a single task (a Parquet file of one row group is), and side by side they use
+    two cores instead of one after the other (2.5 s -> 1.3 s at 1e6 rows per side).
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
@@ -468,36 +469,59 @@ def _profile(
     """
     content = sorted(columns) + ([KEY] if key_name is not None else [])
     hashed = [part for c in content for part in (qcol(c), qcol(c).isNull())]
-    labels = list(checks)
-    # No count_distinct(KEY) here: it turns this scan into an expand and two shuffles,
-    # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
-    aggregates = [
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"),
-        F.count(F.when(F.col(KEY).isNull(), 1)).alias("null_keys"),
-        *(checks[label].alias(f"check{i}") for i, label in enumerate(labels)),
-    ]
+    labels = {side: list(checks[side]) for side in frames}
+
+    def aggregated(side: str, i: int) -> DataFrame:
+        # No count_distinct(KEY) here: it turns this scan into an expand and two shuffles,
+        # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
+        return frames[side].agg(
+            F.count(F.lit(1)).alias(f"{i}_n"),
+            F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias(f"{i}_hash_sum"),
+            F.count(F.when(F.col(KEY).isNull(), 1)).alias(f"{i}_null_keys"),
+            *(checks[side][label].alias(f"{i}_check{j}") for j, label in enumerate(labels[side])),
+        )
+
+    parts = {side: aggregated(side, i) for i, side in enumerate(frames)}
+    combined = None
+    for part in parts.values():
+        combined = part if combined is None else combined.crossJoin(part)
+    assert combined is not None
     try:
         # The first pass over all the data: records the schema inference did not read
         # fail here (e.g. under mode FAILFAST), with messages that quote them.
         with spark_error_logs_silenced():
-            row = frame.agg(*aggregates).collect()[0]
+            row = combined.collect()[0]
     except SPARK_ERRORS as exc:
         if not is_read_error(exc):
             raise
-        raise InputError(
-            f"the {side} table cannot be read to its end ({spark_error_name(exc)}); check the "
-            f"file and '{side}.options'"
-        ) from None
-    n = int(row["n"])
-    if n == 0:
-        raise InputError(f"the {side} table has no rows")
-    if key_name is not None and row["null_keys"]:
-        raise InputError(f"row_key '{key_name}' is null in {row['null_keys']} row(s) of the {side} table")
-    return _Profile(
-        n=n,
-        digest=f"{side}:{n}:{row['hash_sum']}",
-        checks={label: int(row[f"check{i}"]) for i, label in enumerate(labels)},
+        for side, part in parts.items():  # which side: each read on its own
+            try:
+                with spark_error_logs_silenced():
+                    part.collect()
+            except SPARK_ERRORS as side_exc:
+                if is_read_error(side_exc):
+                    raise _unreadable(side, side_exc) from None
+                raise
+        raise
+    profiles = {}
+    for i, side in enumerate(frames):
+        n = int(row[f"{i}_n"])
+        if n == 0:
+            raise InputError(f"the {side} table has no rows")
+        if key_name is not None and row[f"{i}_null_keys"]:
+            raise InputError(f"row_key '{key_name}' is null in {row[f'{i}_null_keys']} row(s) of the {side} table")
+        profiles[side] = _Profile(
+            n=n,
+            digest=f"{side}:{n}:{row[f'{i}_hash_sum']}",
+            checks={label: int(row[f"{i}_check{j}"]) for j, label in enumerate(labels[side])},
+        )
+    return profiles
+
+
+def _unreadable(side: str, exc: BaseException) -> InputError:
+    return InputError(
+        f"the {side} table cannot be read to its end ({spark_error_name(exc)}); check the "
+        f"file and '{side}.options'"
     )
 
 
