@@ -8,13 +8,13 @@ that reaches an armed point fails there, and Spark must retry it
 Armed points:
 
 * `flaky(frame)`: the frame unchanged, through a pass-through `mapInArrow`. Every
-  stage that reads it fails once: shuffle-map stages, result stages, and the stage of
-  the linkage's `mapInPandas` statistics pass, into which it is fused.
-* inside the linkage's own pandas UDFs, when this module is PySpark's daemon
-  (`spark.python.daemon.module=tests.faults`): every forked worker wraps kernel
-  functions that only those UDFs call on executors: `Moments.from_array` (the
-  `mapInPandas` statistics pass), `min_abs_diff_sorted` (the weighted-scaling
-  `applyInPandas`) and `evaluate_block_bruteforce` (the scoring `applyInPandas`).
+  stage that reads it fails once: shuffle-map stages (the linkage's statistics
+  aggregation and its block shuffle among them) and result stages.
+* inside the linkage's own Python passes over blocks, when this module is PySpark's
+  daemon (`spark.python.daemon.module=tests.faults`): every forked worker wraps kernel
+  functions that only those passes call on executors: `min_abs_diff_sorted` (the
+  weighted-scaling `mapInArrow`) and `evaluate_block_bruteforce` (the scoring
+  `mapInArrow`).
 
 The failure is raised after the wrapped work (the pass-through has passed on every
 batch), so a task fails late, as a lost executor would make it. Markers in the folder:
@@ -75,7 +75,7 @@ def _pass_through(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _arm_kernel() -> None:
-    """Wrap the kernel functions that only the linkage's pandas UDFs call in workers."""
+    """Wrap the kernel functions that only the linkage's block passes call in workers."""
     from privacy_eval import linkage_kernel as lk
 
     def armed(point: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,9 +85,8 @@ def _arm_kernel() -> None:
             return result
         return call
 
-    lk.Moments.from_array = staticmethod(armed("mapInPandas-moments", lk.Moments.from_array))
-    lk.min_abs_diff_sorted = armed("applyInPandas-scaling", lk.min_abs_diff_sorted)
-    lk.evaluate_block_bruteforce = armed("applyInPandas-scoring", lk.evaluate_block_bruteforce)
+    lk.min_abs_diff_sorted = armed("mapInArrow-scaling", lk.min_abs_diff_sorted)
+    lk.evaluate_block_bruteforce = armed("mapInArrow-scoring", lk.evaluate_block_bruteforce)
 
 
 def _daemon() -> None:

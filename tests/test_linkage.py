@@ -215,6 +215,24 @@ def test_partitioning_does_not_change_anything(spark, sql_conf, blocked):
     assert_same(other.details(), base.details())
 
 
+def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
+    """Scoring streams each partition's rows in Arrow batches and cuts them into blocks:
+    with batches of 3 rows every block spans several batches (and a batch holds the end
+    of one block and the start of the next); with a flush after every block the output
+    leaves in many small batches. Nothing may change."""
+    _, _, so, ss, base = blocked
+    sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(L, "_FLUSH_ROWS", 1)
+        streamed = linkage_attack(so, ss, "id", cfg(), split_rows=11)
+    d_streamed, d_base = streamed.details(), base.details()
+    assert streamed.n_split_blocks > 0
+    for d in (d_streamed, d_base):
+        d.pop("n_split_blocks"), d.pop("split_rows")
+    assert_same(d_streamed, d_base)
+
+
 def test_split_blocks_give_identical_results(blocked):
     _, _, so, ss, base = blocked
     with pytest.MonkeyPatch.context() as mp:

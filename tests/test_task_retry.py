@@ -2,9 +2,9 @@
 
 The WBCD example (all four metric families) runs twice in one session on
 `local[2,4]` (4 attempts per task): undisturbed, then with a task failing once in every
-stage that reads the inputs (shuffle-map stages among them) and in each pandas UDF
-stage of the linkage: its `mapInPandas` statistics pass and its two `cogroup`
-`applyInPandas` passes (tests/faults.py). Every metric, count, detail and column row
+stage that reads the inputs (shuffle-map stages among them) and in each Python pass of
+the linkage over its blocks: weighted scaling and scoring, both `mapInArrow`
+(tests/faults.py). Every metric, count, detail and column row
 must be identical.
 
 The test session runs on `local[2]`, which never retries a task, and one JVM holds one
@@ -25,7 +25,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL_POINTS = {"mapInPandas-moments", "applyInPandas-scaling", "applyInPandas-scoring"}
+KERNEL_POINTS = {"mapInArrow-scaling", "mapInArrow-scoring"}
 
 pytestmark = pytest.mark.slow
 
