@@ -7,6 +7,7 @@ and how many rows each side has.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -459,7 +460,8 @@ def _profiles(
 
     Both sides in one job (their two one-row aggregates cross-joined): each side's scan
     may be a single task (a Parquet file of one row group is), and side by side they use
-    two cores instead of one after the other (2.5 s -> 1.3 s at 1e6 rows per side).
+    two cores instead of one after the other (at 1e6 rows per side: 3.1 s -> 2.6 s on
+    a session's first run, 2.6 s -> 1.8 s repeated).
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
@@ -482,10 +484,7 @@ def _profiles(
         )
 
     parts = {side: aggregated(side, i) for i, side in enumerate(frames)}
-    combined = None
-    for part in parts.values():
-        combined = part if combined is None else combined.crossJoin(part)
-    assert combined is not None
+    combined = functools.reduce(DataFrame.crossJoin, parts.values())
     try:
         # The first pass over all the data: records the schema inference did not read
         # fail here (e.g. under mode FAILFAST), with messages that quote them.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -34,11 +35,15 @@ REQUIRED_CONF = {
 # tests set one) add to it instead of replacing it.
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
+DRIVER_EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # In local mode the driver JVM runs the tasks too. The throughput collector suits a batch
 # job's short-lived buffers better than the default G1: the linkage benchmark at 1e6
 # records per side ran 10-15 % faster with it (docs/benchmarks.md). On a cluster the
 # executors' JVM options are the cluster's business (conf/spark/cluster.conf).
 LOCAL_GC_OPTION = "-XX:+UseParallelGC"
+# The JVM refuses to start when two collectors are named ("Multiple garbage collectors
+# selected"), so a caller's own choice means none is added.
+_GC_CHOICE = re.compile(r"-XX:\+Use\w*GC\b")
 
 
 def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -66,17 +71,26 @@ def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] 
     # No gateway yet: getOrCreate is about to launch the JVM (under spark-submit it runs
     # already, see above). No file: the package came from a zip (--py-files), which only
     # spark-submit uses. A file: URI needs no quoting in the option string; the caller's
-    # options come last, so that a -Dlog4j2.configurationFile or a collector of their own wins.
+    # options come last, so that a -Dlog4j2.configurationFile of their own wins.
     if SparkContext._gateway is None:
-        options = []
-        if LOG4J2_PROPERTIES.is_file():
-            options.append(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.resolve().as_uri()}")
-        if str(settings.get("spark.master", master or "local")).startswith("local"):
-            options.append(LOCAL_GC_OPTION)
-        settings[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, [*options, settings.get(DRIVER_JAVA_OPTIONS)]))
+        local = str(settings.get("spark.master", master or "local")).startswith("local")
+        extra = settings.get(DRIVER_EXTRA_JAVA_OPTIONS, conf.get(DRIVER_EXTRA_JAVA_OPTIONS, None))
+        settings[DRIVER_JAVA_OPTIONS] = driver_java_options(settings.get(DRIVER_JAVA_OPTIONS), extra, local)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     for key, value in REQUIRED_CONF.items():  # getOrCreate may have returned a live session
         spark.conf.set(key, value)
     return spark
+
+
+def driver_java_options(own: str | None, extra: str | None, local: bool) -> str:
+    """The driver JVM's default options: the log4j2 file, the local collector unless the
+    caller's default (`own`) or extra options name one, then `own`, last so that the
+    caller's options win."""
+    options = []
+    if LOG4J2_PROPERTIES.is_file():
+        options.append(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.resolve().as_uri()}")
+    if local and not _GC_CHOICE.search(f"{own or ''} {extra or ''}"):
+        options.append(LOCAL_GC_OPTION)
+    return " ".join(filter(None, [*options, own]))
