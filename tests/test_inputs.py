@@ -140,3 +140,83 @@ def test_position_is_exact_on_a_split_multi_file_input(spark, sql_conf, tmp_path
     inputs = prepare_inputs(frame, frame.select("pos", "v", POSITION).repartition(7), row_key=POSITION)
     joined = inputs.original.alias("o").join(inputs.synthetic.alias("s"), KEY)
     assert joined.filter(F.col("o.pos") != F.col("s.pos")).count() == 0
+
+
+def test_paired_keys_are_counted_by_the_key_check(spark):
+    # keys 1..4 against 3..7: 3 and 4 are on both sides
+    o, s = frames(spark, [(k, k) for k in (1, 2, 3, 4)], "id long, x long",
+                  [(k, k) for k in (3, 4, 5, 6, 7)], "id long, x long")
+    assert prepare_inputs(o, s, row_key="id").n_paired_keys == 2
+    # int against long, and a double key: compared after the one-type cast
+    o2, s2 = frames(spark, [(1, 0), (2, 0)], "id int, x long", [(2, 0), (9, 0)], "id long, x long")
+    assert prepare_inputs(o2, s2, row_key="id").n_paired_keys == 1
+    o3, s3 = frames(spark, [(-0.0, 0), (1.5, 0)], "id double, x long", [(0.0, 0), (2.5, 0)], "id double, x long")
+    assert prepare_inputs(o3, s3, row_key="id").n_paired_keys == 1
+
+
+def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):
+    o, s = frames(spark, [(1, 5), (2, 6)], "id long, x long", [(2, 5), (2, 6), (3, 7), (3, 8)], "id long, x long")
+    with pytest.raises(InputError, match="not unique in the synthetic table: 2 key value.*occurs 2 times"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_only_the_named_sides_are_cached(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, 5)], "id long, x long")
+    both = prepare_inputs(o, s, row_key="id")
+    assert len(both.cached) == 2 and all(f.is_cached for f in both.cached)
+    both.unpersist()
+    assert not any(f.is_cached for f in both.cached)
+    one = prepare_inputs(o, s, row_key="id", cache=["synthetic"])
+    assert len(one.cached) == 1 and one.cached[0].is_cached
+    none = prepare_inputs(o, s, row_key="id", cache=())
+    assert none.cached == () and none.n_original == 1 and none.n_paired_keys == 1
+    none.unpersist()  # nothing to release, no error
+
+
+def test_parquet_and_orc_files_are_read_again_not_cached(spark, tmp_path):
+    from privacy_eval.inputs import rereads_cheaply
+
+    assert rereads_cheaply(Source(path="data/original.parquet"))
+    assert rereads_cheaply(Source(path="data/original", format="orc"))
+    assert not rereads_cheaply(Source(path="data/original.csv"))
+    assert not rereads_cheaply(Source(path="data/original.parquet", format="csv"))
+    assert not rereads_cheaply(Source(table="db.original"))  # may be a view over anything
+
+
+def test_collect_grouped_by_key_restores_the_session_setting(spark):
+    from privacy_eval.frames import _BYPASS_PARTIAL, collect_grouped_by_key
+
+    frame = spark.range(10).groupBy((F.col("id") % 3).alias("k")).count()
+    assert spark.conf.get(_BYPASS_PARTIAL, None) in (None, "false")
+    before = spark.conf.get(_BYPASS_PARTIAL, None)
+    assert sorted(r["count"] for r in collect_grouped_by_key(frame)) == [3, 3, 4]
+    assert spark.conf.get(_BYPASS_PARTIAL, None) == before
+    spark.conf.set(_BYPASS_PARTIAL, "false")
+    try:
+        with pytest.raises(Exception):
+            collect_grouped_by_key(spark.range(3).select(F.raise_error(F.lit("boom"))))
+        assert spark.conf.get(_BYPASS_PARTIAL) == "false"
+    finally:
+        spark.conf.unset(_BYPASS_PARTIAL)
+
+
+def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):
+    from privacy_eval.config import Config, MetricsConfig, RowDirectMatchConfig
+    from privacy_eval.evaluation import load_inputs
+
+    table = pd.DataFrame({"id": [1, 2, 3], "x": [5, 6, 7]})
+    table.to_parquet(tmp_path / "original.parquet", index=False)
+    table.iloc[1:].to_csv(tmp_path / "synthetic.csv", index=False)
+    config = Config(
+        dataset="t", original=Source(path=str(tmp_path / "original.parquet")),
+        synthetic=Source(path=str(tmp_path / "synthetic.csv")), row_key="id",
+        metrics=MetricsConfig(row_direct_match=RowDirectMatchConfig()),
+    )
+    inputs = load_inputs(spark, config)
+    try:
+        assert len(inputs.cached) == 1 and inputs.cached[0].is_cached
+        assert inputs.cached[0].count() == 2  # the CSV side
+        assert (inputs.n_original, inputs.n_synthetic, inputs.n_paired_keys) == (3, 2, 2)
+        assert inputs.n_paired_where is None  # no linkage configured
+    finally:
+        inputs.unpersist()

@@ -17,6 +17,7 @@ import pytest
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
+from privacy_eval.inputs import prepare_inputs
 from privacy_eval.metrics import linkage as L
 from privacy_eval.metrics.linkage import linkage_attack
 from .reference_linkage import linkage_reference
@@ -266,6 +267,54 @@ def test_colliding_block_ids_are_rehashed(blocked):
     assert_same(d_split, d_base)
 
 
+def test_true_pairs_counted_by_the_key_check_replace_the_key_join(blocked):
+    """The job's key check counts the keys with a complete record on both sides; given
+    that count, the attack skips its own join on the key, with identical results."""
+    o, s, so, ss, base = blocked
+    paired = len(set(o["id"]) & set(s["id"]))  # counted independently of Spark
+    assert base.n_true_pairs == paired and base.n_true_pairs_kept < paired  # the join path
+    inputs = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(cfg()))
+    assert inputs.n_paired_where == inputs.n_paired_keys == paired
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(L, "_true_pairs", lambda *a: pytest.fail("joined on the key although true_pairs was given"))
+        hinted = linkage_attack(so, ss, "id", cfg(), true_pairs=inputs.n_paired_where)
+    inputs.unpersist()
+    assert_same(hinted.details(), base.details())
+    with pytest.raises(ValueError, match="true_pairs=3 cannot be right"):
+        linkage_attack(so, ss, "id", cfg(), true_pairs=3)  # fewer than the pairs scoring kept
+    with pytest.raises(ValueError, match="non-negative integer"):
+        linkage_attack(so, ss, "id", cfg(), true_pairs=-1)
+
+
+def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
+    """Scoring sorts by block id only: within a block, originals and synthetic records
+    arrive in any order, and a block may span Arrow batches."""
+    rows = [  # block id, key, target, side (1 = synthetic); one partition, this order
+        (7, 10, 1.0, 1), (7, 1, 0.5, 0), (7, 11, 2.0, 1), (7, 2, 0.25, 0),
+        (9, 20, 3.0, 1),  # a block without originals
+        (5, 3, 8.0, 0),   # a block without synthetic records: nobody's candidates
+        (4, 4, 1.0, 0), (4, 40, 4.0, 1),
+    ]
+    frame = spark.createDataFrame(rows, f"{L._BLOCK_ID} long, {L._KEY} long, t0 double, {L._SIDE} int").coalesce(1)
+
+    def fn(o, s, pairs):
+        return {
+            "n_o": np.array([len(o)]), "n_s": np.array([len(s)]), "pairs": np.array([pairs]),
+            "keys_o": np.array([int(o.ids.sum())]), "keys_s": np.array([int(s.ids.sum())]),
+            "x_s": np.array([float(s.x.sum())]),
+        }
+
+    schema = "n_o long, n_s long, pairs double, keys_o long, keys_s long, x_s double"
+    sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
+    got = L._map_blocks(frame, fn, schema, ["t0"], integral_key=True).orderBy("keys_s").collect()
+    assert [tuple(r) for r in got] == [  # (originals, synthetic, pairs, key sums, target sum)
+        (0, 1, 0.0, 0, 20, 3.0),
+        (2, 2, 4.0, 3, 21, 3.0),
+        (1, 1, 1.0, 4, 40, 4.0),
+    ]
+
+
 def test_kdtree_path_equals_brute_force(blocked):
     """Bound 0: every block with candidates goes through the kd-tree (and is split)."""
     _, _, so, ss, base = blocked
@@ -471,6 +520,19 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     assert any("dropped 3 original and 2 synthetic" in w for w in result.warnings)
     lost = [w for w in result.warnings if "LOWER bound" in w]
     assert lost and "2 have no original with the same row key" in lost[0]
+    # 40 keys on both sides; with a complete record on both, keys 4..39. The key check
+    # counts them as the attack's join does.
+    assert result.n_true_pairs == 36
+    config = LinkageConfig(targets=["u", "v"], drop_incomplete=True)
+    inputs = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(config))
+    assert (inputs.n_paired_keys, inputs.n_paired_where) == (40, 36)
+    hinted = linkage_attack(so, ss, "id", config, true_pairs=inputs.n_paired_where)
+    inputs.unpersist()
+    assert_same(hinted.details(), result.details())
+    # a target the attack will refuse: the key check counts nothing, and says so
+    bad = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(LinkageConfig(targets=["u", "w"])))
+    assert bad.n_paired_where is None and bad.n_paired_keys == 40
+    bad.unpersist()
 
 
 def test_no_truth_among_candidates_is_not_measurable(spark):

@@ -20,11 +20,11 @@ from pyspark.sql import functions as F
 from privacy_eval.config import POSITION_KEY, Config, LinkageConfig, MetricsConfig
 from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
-from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
+from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table, rereads_cheaply
 from privacy_eval.metrics.alignment import AlignmentResult, alignment_check
 from privacy_eval.metrics.column_direct_match import column_direct_match_protection
 from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
-from privacy_eval.metrics.linkage import LinkageMethodResult, linkage_attack, validate_linkage_config
+from privacy_eval.metrics.linkage import LinkageMethodResult, complete_targets, linkage_attack, validate_linkage_config
 from privacy_eval.metrics.row_direct_match import row_direct_match_protection
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -63,6 +63,10 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
             exclude=config.exclude,
             categorical=config.categorical,
             cast=config.cast,
+            cache=[side for side, source in (("original", config.original), ("synthetic", config.synthetic))
+                   if not rereads_cheaply(source)],
+            # The linkage attack's true pairs, counted by the key check's pass.
+            paired_where=complete_targets(config.metrics.linkage) if config.metrics.linkage is not None else None,
         )
     log.info(
         "inputs: %d original rows, %d synthetic rows, %d compared columns",
@@ -224,7 +228,7 @@ def _linkage_rows(
     evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig, alignment: AlignmentResult | None
 ) -> None:
     with phase("linkage_attack"):
-        result = linkage_attack(inputs.original, inputs.synthetic, KEY, config)
+        result = linkage_attack(inputs.original, inputs.synthetic, KEY, config, true_pairs=inputs.n_paired_where)
     for message in result.warnings:
         log.warning(message)
         evaluation.warnings.append(message)

@@ -12,7 +12,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Collection, Sequence
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from privacy_eval.config import FORMATS, POSITION_KEY, Source
 from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX, qcol, stacked_sides
+from privacy_eval.frames import INTERNAL_PREFIX, collect_grouped_by_key, qcol, stacked_sides
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,9 @@ class EvaluationInputs:
     """The two tables, ready for every metric.
 
     `original` and `synthetic` hold the row key (column KEY) and the compared columns,
-    cast to one type per column. They read cached data: call `unpersist()` when done.
-    Nothing here holds record values on the driver.
+    cast to one type per column. A side read from a source that is not cheap to read
+    again is cached: call `unpersist()` when done. Nothing here holds record values on
+    the driver.
     """
 
     original: DataFrame
@@ -60,12 +61,29 @@ class EvaluationInputs:
     n_synthetic: int
     fingerprint: str
     row_key: str
+    # Key values present on both sides (= synthetic rows with an original partner), and
+    # those with a row on both sides that meets `prepare_inputs(paired_where=...)`.
+    n_paired_keys: int | None = None
+    n_paired_where: int | None = None
     # What is cached: the columns as read, under the typed projections above.
     cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
 
     def unpersist(self) -> None:
-        for frame in self.cached or (self.original, self.synthetic):
+        for frame in self.cached:
             frame.unpersist()
+
+
+#: File formats read again by each pass instead of cached. Their columnar scan costs
+#: what a scan of Spark's in-memory cache does, while filling the cache costs 3-4 scans
+#: (1e6 rows per side: 1.5-2 s a side to fill, 0.3-0.5 s to scan either; docs/benchmarks.md).
+REREAD_FORMATS = frozenset({"parquet", "orc"})
+
+
+def rereads_cheaply(source: Source) -> bool:
+    """Whether `source` is Parquet or ORC files, which each pass may read again."""
+    if source.table is not None or source.path is None:
+        return False  # a catalog table may be a view or CSV underneath
+    return (source.format or _format_from_path(source.path, "input")) in REREAD_FORMATS
 
 
 def read_table(spark: SparkSession, source: Source, side: str, with_position: bool = False) -> DataFrame:
@@ -220,10 +238,21 @@ def prepare_inputs(
     exclude: Sequence[str] = (),
     categorical: Sequence[str] = (),
     cast: dict[str, str] | None = None,
+    cache: Collection[str] = ("original", "synthetic"),
+    paired_where: Callable[[DataFrame], Column | None] | None = None,
 ) -> EvaluationInputs:
     """Check the two tables against each other and bring them to one shape.
 
     `row_key` is a column of both tables, or POSITION when `read_table` added positions.
+    `cache` names the sides to cache, so that every pass reads the same rows without
+    parsing the source again; leave out a side read from Parquet or ORC files
+    (:func:`rereads_cheaply`), which later passes read again as cheaply. Files read
+    again must not change while the evaluation runs.
+
+    `paired_where` maps a side (typed as returned) to a condition on its rows, or to
+    None; the key check then also counts the key values whose row meets it on both
+    sides (`n_paired_where`), in the same pass. The linkage attack's true pairs are
+    such a count (:func:`privacy_eval.metrics.linkage.complete_targets`).
     """
     cast = cast or {}
     sides = {"original": original, "synthetic": synthetic}
@@ -271,39 +300,42 @@ def prepare_inputs(
         c for c in columns if isinstance(plan.types[c], T.NumericType) and c not in categorical
     )
 
-    # Every later pass (checks, fingerprint, each metric) reads these cached frames
-    # instead of parsing the files again; with @position the cache also pins positions.
+    # Every later pass (checks, fingerprint, each metric) reads these frames: a cached
+    # side is not parsed again, and with @position the cache also pins positions.
     # They hold the columns as read: the one pass below also checks what the type plan
     # left to the data (all-null columns, configured casts) before anything casts.
-    cached = {
-        side: frame.select(qcol(row_key).alias(KEY), *(qcol(c) for c in columns)).cache()
+    by_position = row_key == POSITION
+    as_read = {
+        side: frame.select(qcol(row_key).alias(KEY), *(qcol(c) for c in columns))
         for side, frame in sides.items()
     }
+    cached = [as_read[side].cache() for side in sides if side in cache or by_position]
     try:
-        by_position = row_key == POSITION
         key_name = None if by_position else row_key
-        profiles = _profiles(cached, columns, key_name, {side: plan.checks(side) for side in cached})
+        profiles = _profiles(as_read, columns, key_name, {side: plan.checks(side) for side in as_read})
         plan.verify(profiles)
         if by_position and profiles["original"].n != profiles["synthetic"].n:
             raise InputError(
                 f"row_key '@position' pairs row i with row i, but the original has "
                 f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
             )
-        if not by_position:  # positions are unique by construction
-            _check_unique_keys(
-                cached["original"].select(plan.converted(KEY, "original")),
-                cached["synthetic"].select(plan.converted(KEY, "synthetic")),
-                row_key,
+        typed = {
+            side: frame.select(*(plan.converted(c, side) for c in (KEY, *columns)))
+            for side, frame in as_read.items()
+        }
+        if by_position:  # positions are unique by construction, and 0..n-1 on both sides
+            n_paired, n_paired_where = profiles["original"].n, None
+        else:
+            where = {side: paired_where(frame) for side, frame in typed.items()} if paired_where else {}
+            n_paired, n_paired_where = _check_unique_keys(
+                typed["original"], typed["synthetic"], row_key,
+                where if where and all(c is not None for c in where.values()) else None,
             )
     except BaseException:
-        for frame in cached.values():
+        for frame in cached:
             frame.unpersist()
         raise
 
-    typed = {
-        side: frame.select(*(plan.converted(c, side) for c in (KEY, *columns)))
-        for side, frame in cached.items()
-    }
     return EvaluationInputs(
         original=typed["original"],
         synthetic=typed["synthetic"],
@@ -315,7 +347,9 @@ def prepare_inputs(
             "|".join(profiles[side].digest for side in sides).encode()
         ).hexdigest(),
         row_key=POSITION_KEY if row_key == POSITION else row_key,
-        cached=tuple(cached.values()),
+        n_paired_keys=n_paired,
+        n_paired_where=n_paired_where,
+        cached=tuple(cached),
     )
 
 
@@ -456,7 +490,7 @@ def _profiles(
     frames: dict[str, DataFrame], columns: Sequence[str], key_name: str | None, checks: dict[str, dict[str, Column]]
 ) -> dict[str, _Profile]:
     """Per side: row count, an order-independent content hash and the `checks`
-    aggregates, from one pass over the cached columns as read; refuses null keys.
+    aggregates, from one pass over the columns as read; refuses null keys.
 
     Both sides in one job (their two one-row aggregates cross-joined): each side's scan
     may be a single task (a Parquet file of one row group is), and side by side they use
@@ -524,19 +558,36 @@ def _unreadable(side: str, exc: BaseException) -> InputError:
     )
 
 
-def _check_unique_keys(original: DataFrame, synthetic: DataFrame, row_key: str) -> None:
-    """Refuse repeated row keys; both sides in one grouped shuffle, counts only."""
-    side = INTERNAL_PREFIX + "side"
-    rows = (
-        stacked_sides(original, synthetic, [KEY], side)
-        .groupBy(side, KEY).count().filter(F.col("count") > 1)
-        .groupBy(side).agg(F.count(F.lit(1)).alias("keys"), F.max("count").alias("worst"))
-        .collect()
-    )
-    found = {r[side]: r for r in rows}
+def _check_unique_keys(
+    original: DataFrame, synthetic: DataFrame, row_key: str, where: dict[str, Column] | None
+) -> tuple[int, int | None]:
+    """Refuse repeated row keys; return how many key values occur on both sides, and
+    how many have a row meeting ``where[side]`` on both sides (None without ``where``).
+
+    Both sides in one grouped shuffle, counts only; the paired counts come with it at
+    no extra pass (the linkage attack's own join on the key took 1.1 s at 1e6 rows).
+    """
+    side, flag = INTERNAL_PREFIX + "side", INTERNAL_PREFIX + "where"
+
+    def keys(frame: DataFrame, name: str) -> DataFrame:
+        return frame.select(KEY, (where[name] if where else F.lit(False)).alias(flag))
+
+    def count_side(i: int, extra: Column = F.lit(True)) -> Column:
+        return F.count(F.when((F.col(side) == i) & extra, 1))
+
+    per_key = stacked_sides(keys(original, "original"), keys(synthetic, "synthetic"), [KEY, flag], side).groupBy(
+        KEY
+    ).agg(*(count_side(i).alias(f"n{i}") for i in (0, 1)), *(count_side(i, F.col(flag)).alias(f"w{i}") for i in (0, 1)))
+    row = collect_grouped_by_key(per_key.agg(
+        *(F.count(F.when(F.col(f"n{i}") > 1, 1)).alias(f"keys{i}") for i in (0, 1)),
+        *(F.max(f"n{i}").alias(f"worst{i}") for i in (0, 1)),
+        F.count(F.when((F.col("n0") > 0) & (F.col("n1") > 0), 1)).alias("paired"),
+        F.count(F.when((F.col("w0") > 0) & (F.col("w1") > 0), 1)).alias("paired_where"),
+    ))[0]
     for i, name in enumerate(("original", "synthetic")):
-        if i in found:
+        if row[f"keys{i}"]:
             raise InputError(
-                f"row_key '{row_key}' is not unique in the {name} table: {found[i]['keys']} key value(s) "
-                f"occur more than once (the most repeated occurs {found[i]['worst']} times)"
+                f"row_key '{row_key}' is not unique in the {name} table: {row[f'keys{i}']} key value(s) "
+                f"occur more than once (the most repeated occurs {row[f'worst{i}']} times)"
             )
+    return int(row["paired"]), (int(row["paired_where"]) if where else None)
