@@ -575,9 +575,12 @@ def _check_unique_keys(
     def count_side(i: int, extra: Column = F.lit(True)) -> Column:
         return F.count(F.when((F.col(side) == i) & extra, 1))
 
-    per_key = stacked_sides(keys(original, "original"), keys(synthetic, "synthetic"), [KEY, flag], side).groupBy(
-        KEY
-    ).agg(*(count_side(i).alias(f"n{i}") for i in (0, 1)), *(count_side(i, F.col(flag)).alias(f"w{i}") for i in (0, 1)))
+    # Per key: its rows on each side (n0, n1) and those meeting `where` (w0, w1).
+    stacked = stacked_sides(keys(original, "original"), keys(synthetic, "synthetic"), [KEY, flag], side)
+    per_key = stacked.groupBy(KEY).agg(
+        *(count_side(i).alias(f"n{i}") for i in (0, 1)),
+        *(count_side(i, F.col(flag)).alias(f"w{i}") for i in (0, 1)),
+    )
     row = collect_grouped_by_key(per_key.agg(
         *(F.count(F.when(F.col(f"n{i}") > 1, 1)).alias(f"keys{i}") for i in (0, 1)),
         *(F.max(f"n{i}").alias(f"worst{i}") for i in (0, 1)),

@@ -33,9 +33,10 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
    Every synthetic record still sees all originals of its block, so results do not
    depend on the split; a task holds one block's originals plus about ``split_rows``
    synthetic records (the kd-tree path processes those in chunks).
-5. Both sides stacked, shuffled once by (block, sub-block) and sorted so that each
-   sub-block's originals come first; ``mapInArrow`` streams the rows and calls a
-   per-block function on one (sub-)block at a time (:func:`_map_blocks`).
+5. Both sides stacked, shuffled once by (block, sub-block) and sorted by it, so that
+   each sub-block's rows are adjacent; ``mapInArrow`` streams the rows, splits each
+   (sub-)block into its originals and synthetic records and calls a per-block function
+   on one (sub-)block at a time (:func:`_map_blocks`).
 6. Weighted method only: a pass over those blocks computes per sub-block the smallest
    and largest |x - y| of each column over the candidate pairs (``min_abs_diff_sorted``,
    ``max_abs_diff``), reduced by Spark ``min``/``max``; ``weighted_scaling`` turns them
@@ -51,8 +52,10 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
    them by key, the driver gets a few hundred rows and computes every rate with
    ``math.fsum`` over integer counts, so the numbers are identical whatever the
    partitioning or splitting. When some synthetic records miss their true original,
-   one join on the row key tells "blocked away" from "no original with this key"
-   (blocking recall) and cross-checks the scoring pass.
+   the number of true pairs tells "blocked away" from "no original with this key"
+   (blocking recall): the caller's count (``true_pairs``; the job's key check counts
+   it, see :func:`complete_targets`), else one join on the row key, which also
+   cross-checks the scoring pass.
 8. The precision-recall sweep (§5.7) is exact (one row per distinct eccentricity) when
    there are at most ``PR_EXACT_LIMIT`` distinct values, else it is reported at
    thresholds taken from approximate quantiles of the eccentricity, each row exact for
