@@ -51,6 +51,14 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
     return frame[quoted] if frame is not None else F.col(quoted)
 
 
+def null_flagged(columns: Sequence[Column]) -> list[Column]:
+    """Each column followed by its null flag: the arguments for a row hash.
+
+    `F.xxhash64` skips null arguments, so without the flags (null, 1) and (1, null)
+    would hash alike."""
+    return [part for c in columns for part in (c, c.isNull())]
+
+
 def stacked_sides(original: DataFrame, synthetic: DataFrame, columns: Sequence[str | Column], side: str) -> DataFrame:
     """`columns` of both tables in one frame, with column `side` = 0 for the original's
     rows and 1 for the synthetic table's: one pass (one shuffle, when grouped) serves

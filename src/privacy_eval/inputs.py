@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from privacy_eval.config import FORMATS, POSITION_KEY, Source
 from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX, collect_grouped_by_key, qcol, stacked_sides
+from privacy_eval.frames import INTERNAL_PREFIX, collect_grouped_by_key, null_flagged, qcol, stacked_sides
 
 log = logging.getLogger(__name__)
 
@@ -499,12 +499,12 @@ def _profiles(
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
-    reordering the rows keeps the fingerprint. Each column comes with a null flag since
-    xxhash64 skips nulls and would otherwise hash (null, 1) like (1, null). Summing row
-    hashes as exact decimals makes the result independent of row order.
+    reordering the rows keeps the fingerprint. Each column comes with its null flag
+    (`null_flagged`). Summing row hashes as exact decimals makes the result independent
+    of row order.
     """
     content = sorted(columns) + ([KEY] if key_name is not None else [])
-    hashed = [part for c in content for part in (qcol(c), qcol(c).isNull())]
+    hashed = null_flagged([qcol(c) for c in content])
     labels = {side: list(checks[side]) for side in frames}
 
     def aggregated(side: str, i: int) -> DataFrame:
