@@ -568,24 +568,29 @@ def _check_unique_keys(
     no extra pass (the linkage attack's own join on the key took 1.1 s at 1e6 rows).
     """
     side, flag = INTERNAL_PREFIX + "side", INTERNAL_PREFIX + "where"
+    # The flag only when asked for: every job runs this shuffle, most without a linkage.
+    columns = [KEY, flag] if where else [KEY]
 
     def keys(frame: DataFrame, name: str) -> DataFrame:
-        return frame.select(KEY, (where[name] if where else F.lit(False)).alias(flag))
+        return frame.select(KEY, where[name].alias(flag)) if where else frame.select(KEY)
 
     def count_side(i: int, extra: Column = F.lit(True)) -> Column:
         return F.count(F.when((F.col(side) == i) & extra, 1))
 
-    # Per key: its rows on each side (n0, n1) and those meeting `where` (w0, w1).
-    stacked = stacked_sides(keys(original, "original"), keys(synthetic, "synthetic"), [KEY, flag], side)
+    def both(prefix: str) -> Column:
+        return F.count(F.when((F.col(f"{prefix}0") > 0) & (F.col(f"{prefix}1") > 0), 1))
+
+    # Per key: its rows on each side (n0, n1) and, with `where`, those meeting it (w0, w1).
+    stacked = stacked_sides(keys(original, "original"), keys(synthetic, "synthetic"), columns, side)
     per_key = stacked.groupBy(KEY).agg(
         *(count_side(i).alias(f"n{i}") for i in (0, 1)),
-        *(count_side(i, F.col(flag)).alias(f"w{i}") for i in (0, 1)),
+        *(count_side(i, F.col(flag)).alias(f"w{i}") for i in (0, 1) if where),
     )
     row = collect_grouped_by_key(per_key.agg(
         *(F.count(F.when(F.col(f"n{i}") > 1, 1)).alias(f"keys{i}") for i in (0, 1)),
         *(F.max(f"n{i}").alias(f"worst{i}") for i in (0, 1)),
-        F.count(F.when((F.col("n0") > 0) & (F.col("n1") > 0), 1)).alias("paired"),
-        F.count(F.when((F.col("w0") > 0) & (F.col("w1") > 0), 1)).alias("paired_where"),
+        both("n").alias("paired"),
+        *([both("w").alias("paired_where")] if where else []),
     ))[0]
     for i, name in enumerate(("original", "synthetic")):
         if row[f"keys{i}"]:
