@@ -245,21 +245,21 @@ def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, flo
 def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[float, float]:
     from privacy_eval.config import LinkageConfig
     from privacy_eval.inputs import KEY, prepare_inputs
-    from privacy_eval.metrics.linkage import complete_targets, linkage_attack
+    from privacy_eval.metrics.linkage import complete_targets, linkage_attack, side_statistics
 
     config = LinkageConfig(targets=LINK_TARGETS, blocking=LINK_BLOCKING, methods=["mahalanobis"],
                            drop_incomplete=True)
 
     def work():
-        # As the job does it (evaluation.load_inputs): Parquet sides are not cached, and
-        # the key check counts the true pairs for the attack.
+        # As the job does it (evaluation.load_inputs): Parquet sides are not cached, the
+        # key check counts the true pairs and the first pass the moments for the attack.
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
         inputs = prepare_inputs(spark.read.parquet(str(original_path)).select(*cols),
                                 spark.read.parquet(str(synthetic_path)).select(*cols), row_key="id", cache=(),
-                                paired_where=complete_targets(config))
+                                paired_where=complete_targets(config), side_aggregates=side_statistics(config))
         try:
-            return linkage_attack(inputs.original, inputs.synthetic, KEY, config,
-                                  true_pairs=inputs.n_paired_where).methods["mahalanobis"].success_rate
+            return linkage_attack(inputs.original, inputs.synthetic, KEY, config, true_pairs=inputs.n_paired_where,
+                                  side_stats=inputs.side_aggregates).methods["mahalanobis"].success_rate
         finally:
             inputs.unpersist()
     return timed(work)

@@ -154,6 +154,32 @@ def test_paired_keys_are_counted_by_the_key_check(spark):
     assert prepare_inputs(o3, s3, row_key="id").n_paired_keys == 1
 
 
+def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
+    """The caller's aggregates run over each side as returned: x is int in the original
+    and long in the synthetic table, y text made numbers by a configured cast. Their
+    values come back per side, next to the profile, and the fingerprint is unchanged."""
+    o, s = frames(spark, [(1, 2, "1.5"), (2, 3, "2.5")], "id long, x int, y string",
+                  [(1, 10, "4"), (2, 20, None), (3, 30, "8")], "id long, x long, y string")
+    seen = []
+
+    def aggregates(frame):
+        seen.append({f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name in ("x", "y")})
+        return {"x_sum": F.sum("x"), "y_sum": F.sum("y"), "y_null": F.count(F.when(F.col("y").isNull(), 1))}
+
+    plain = prepare_inputs(o, s, row_key="id", cast={"y": "double"})
+    inputs = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=aggregates)
+    assert seen == [{"x": "bigint", "y": "double"}] * 2
+    assert inputs.side_aggregates == {
+        "original": {"x_sum": 5, "y_sum": 4.0, "y_null": 0},
+        "synthetic": {"x_sum": 60, "y_sum": 12.0, "y_null": 1},
+    }
+    assert plain.side_aggregates is None and plain.fingerprint == inputs.fingerprint
+    nothing = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=lambda frame: None)
+    assert nothing.side_aggregates is None
+    for done in (plain, inputs, nothing):
+        done.unpersist()
+
+
 def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):
     o, s = frames(spark, [(1, 5), (2, 6)], "id long, x long", [(2, 5), (2, 6), (3, 7), (3, 8)], "id long, x long")
     with pytest.raises(InputError, match="not unique in the synthetic table: 2 key value.*occurs 2 times"):

@@ -17,7 +17,7 @@ import pytest
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import prepare_inputs
+from privacy_eval.inputs import KEY, prepare_inputs
 from privacy_eval.metrics import linkage as L
 from privacy_eval.metrics.linkage import linkage_attack
 from .reference_linkage import linkage_reference
@@ -267,6 +267,60 @@ def test_colliding_block_ids_are_rehashed(blocked):
     assert_same(d_split, d_base)
 
 
+def test_only_two_blocks_sharing_an_id_are_noticed(blocked):
+    """The first seed gives one id to two blocks only, one of them on the original side
+    only: its originals would become false candidates of the other block's records. The
+    pre-flight's second hash must show the shared id and the attack hash again."""
+    from pyspark.sql import functions as F
+
+    _, _, so, ss, base = blocked
+    attempts = []
+    real = L._block_id
+
+    def block_id(bcols, attempt):
+        attempts.append(attempt)
+        if attempt:
+            return real(bcols, attempt)
+        return F.when(F.col(bcols[0]).isin("val_x", "val_orphan"), F.lit(7).cast("long")).otherwise(real(bcols, 0))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(L, "_block_id", block_id)
+        shared = linkage_attack(so, ss, "id", cfg())
+    assert attempts == [0, 1]
+    assert_same(shared.details(), base.details())
+
+
+def test_side_statistics_of_the_first_pass_replace_the_attack_s_own(blocked):
+    """prepare_inputs computes the attack's per-side counts and moments in its first
+    pass over the data (side_aggregates); given them, the attack makes no pass of its
+    own and its results are identical. The moments agree with numpy."""
+    o, s, so, ss, base = blocked
+    inputs = prepare_inputs(so, ss, row_key="id", side_aggregates=L.side_statistics(cfg()))
+    try:
+        for side, frame in (("original", o), ("synthetic", s)):
+            stats = L._stats_from_values(inputs.side_aggregates[side], len(TARGETS))
+            x = frame[TARGETS].to_numpy(float)
+            assert (stats["n_rows"], stats["n_incomplete"]) == (len(frame), 0)
+            np.testing.assert_allclose(stats["moments"].mean, x.mean(axis=0), rtol=1e-12)
+            cov = np.cov(x.T, ddof=1)
+            np.testing.assert_allclose(stats["moments"].covariance()[1], cov, rtol=0, atol=1e-12 * np.abs(cov).max())
+            np.testing.assert_array_equal(stats["moments"].col_min, x.min(axis=0))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
+            mp.setattr(L, "_side_stats", lambda *a: pytest.fail("a pass of its own although side_stats was given"))
+            hinted = linkage_attack(inputs.original, inputs.synthetic, KEY, cfg(), side_stats=inputs.side_aggregates)
+    finally:
+        inputs.unpersist()
+    assert_same(hinted.details(), base.details())
+    with pytest.raises(ValueError, match="side_stats must be"):
+        linkage_attack(so, ss, "id", cfg(), side_stats={"original": {}})
+    # a target the attack will refuse: no statistics, the attack's validation says why
+    bad = prepare_inputs(so, ss, row_key="id", side_aggregates=L.side_statistics(cfg(targets=["a", "g1"])))
+    assert bad.side_aggregates is None
+    bad.unpersist()
+
+
 def test_true_pairs_counted_by_the_key_check_replace_the_key_join(blocked):
     """The job's key check counts the keys with a complete record on both sides; given
     that count, the attack skips its own join on the key, with identical results."""
@@ -356,6 +410,28 @@ def continuous_data(n: int = 120, seed: int = 3) -> tuple[pd.DataFrame, pd.DataF
     o = pd.DataFrame({"id": np.arange(n), "u": x[:, 0], "v": x[:, 1]})
     s = pd.DataFrame({"id": np.arange(n), "u": y[:, 0], "v": y[:, 1]})
     return o, s
+
+
+def test_scoring_output_is_cached_only_when_some_block_is_scored_pair_by_pair(spark):
+    """Blocks within max_pairs_per_block_for_confidence give a confidence histogram of
+    unbounded size, read after the bounded ones: the scoring output is cached for it.
+    With every block above the bound there is none, and nothing is cached."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    o, s = continuous_data(n=40, seed=5)
+    so, ss = frames(spark, o, s, "id long, u double, v double")
+    config = LinkageConfig(targets=["u", "v"])
+    calls = []
+    real = DataFrame.persist
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(DataFrame, "persist", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+        above = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=40 * 40 - 1)
+        cached_above = len(calls)
+        within = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=40 * 40)
+    assert (cached_above, len(calls)) == (0, 1)
+    assert above.methods["mahalanobis"].confidence.computed == "none"
+    assert within.methods["mahalanobis"].confidence.computed != "none"
+    assert above.methods["mahalanobis"].success_rate == within.methods["mahalanobis"].success_rate
 
 
 def test_mahalanobis_invariant_under_invertible_linear_map(spark):
@@ -524,9 +600,16 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     # counts them as the attack's join does.
     assert result.n_true_pairs == 36
     config = LinkageConfig(targets=["u", "v"], drop_incomplete=True)
-    inputs = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(config))
+    inputs = prepare_inputs(
+        so, ss, row_key="id", paired_where=L.complete_targets(config), side_aggregates=L.side_statistics(config)
+    )
     assert (inputs.n_paired_keys, inputs.n_paired_where) == (40, 36)
-    hinted = linkage_attack(so, ss, "id", config, true_pairs=inputs.n_paired_where)
+    # the first pass counted the incomplete records the attack drops, and its moments
+    # are those of the complete ones
+    stats = L._stats_from_values(inputs.side_aggregates["original"], 2)
+    assert (stats["n_rows"], stats["n_incomplete"], stats["moments"].n) == (40, 3, 37)
+    np.testing.assert_allclose(stats["moments"].mean, o.dropna()[["u", "v"]].mean().to_numpy(), rtol=1e-12)
+    hinted = linkage_attack(so, ss, "id", config, true_pairs=inputs.n_paired_where, side_stats=inputs.side_aggregates)
     inputs.unpersist()
     assert_same(hinted.details(), result.details())
     # a target the attack will refuse: the key check counts nothing, and says so

@@ -24,7 +24,13 @@ from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs,
 from privacy_eval.metrics.alignment import AlignmentResult, alignment_check
 from privacy_eval.metrics.column_direct_match import column_direct_match_protection
 from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
-from privacy_eval.metrics.linkage import LinkageMethodResult, complete_targets, linkage_attack, validate_linkage_config
+from privacy_eval.metrics.linkage import (
+    LinkageMethodResult,
+    complete_targets,
+    linkage_attack,
+    side_statistics,
+    validate_linkage_config,
+)
 from privacy_eval.metrics.row_direct_match import row_direct_match_protection
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -53,6 +59,7 @@ def phase(name: str, **counts: int) -> Iterator[None]:
 
 def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
     by_position = config.row_key == POSITION_KEY
+    link = config.metrics.linkage
     with phase("read inputs"):
         original = read_table(spark, config.original, "original", with_position=by_position)
         synthetic = read_table(spark, config.synthetic, "synthetic", with_position=by_position)
@@ -65,8 +72,10 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
             cast=config.cast,
             cache=[side for side, source in (("original", config.original), ("synthetic", config.synthetic))
                    if not rereads_cheaply(source)],
-            # The linkage attack's true pairs, counted by the key check's pass.
-            paired_where=complete_targets(config.metrics.linkage) if config.metrics.linkage is not None else None,
+            # The linkage attack's true pairs, counted by the key check's pass, and its
+            # per-side statistics, by the first pass.
+            paired_where=complete_targets(link) if link is not None else None,
+            side_aggregates=side_statistics(link) if link is not None else None,
         )
     log.info(
         "inputs: %d original rows, %d synthetic rows, %d compared columns",
@@ -228,7 +237,10 @@ def _linkage_rows(
     evaluation: Evaluation, inputs: EvaluationInputs, config: LinkageConfig, alignment: AlignmentResult | None
 ) -> None:
     with phase("linkage_attack"):
-        result = linkage_attack(inputs.original, inputs.synthetic, KEY, config, true_pairs=inputs.n_paired_where)
+        result = linkage_attack(
+            inputs.original, inputs.synthetic, KEY, config,
+            true_pairs=inputs.n_paired_where, side_stats=inputs.side_aggregates,
+        )
     for message in result.warnings:
         log.warning(message)
         evaluation.warnings.append(message)

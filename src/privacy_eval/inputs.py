@@ -12,7 +12,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -65,6 +65,8 @@ class EvaluationInputs:
     # those with a row on both sides that meets `prepare_inputs(paired_where=...)`.
     n_paired_keys: int | None = None
     n_paired_where: int | None = None
+    # Per side, the values of `prepare_inputs(side_aggregates=...)`, by name; None without.
+    side_aggregates: dict[str, dict[str, Any]] | None = None
     # What is cached: the columns as read, under the typed projections above.
     cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
 
@@ -240,6 +242,7 @@ def prepare_inputs(
     cast: dict[str, str] | None = None,
     cache: Collection[str] = ("original", "synthetic"),
     paired_where: Callable[[DataFrame], Column | None] | None = None,
+    side_aggregates: Callable[[DataFrame], dict[str, Column] | None] | None = None,
 ) -> EvaluationInputs:
     """Check the two tables against each other and bring them to one shape.
 
@@ -253,6 +256,12 @@ def prepare_inputs(
     None; the key check then also counts the key values whose row meets it on both
     sides (`n_paired_where`), in the same pass. The linkage attack's true pairs are
     such a count (:func:`privacy_eval.metrics.linkage.complete_targets`).
+
+    `side_aggregates` maps a side (typed as returned) to named aggregate columns, or to
+    None; the first pass over the data computes them too, and `side_aggregates` of the
+    result holds their values per side. A metric that needs per-side statistics saves a
+    pass over both tables this way (the linkage attack's moments:
+    :func:`privacy_eval.metrics.linkage.side_statistics`).
     """
     cast = cast or {}
     sides = {"original": original, "synthetic": synthetic}
@@ -312,7 +321,12 @@ def prepare_inputs(
     cached = [as_read[side].cache() for side in sides if side in cache or by_position]
     try:
         key_name = None if by_position else row_key
-        profiles = _profiles(as_read, columns, key_name, {side: plan.checks(side) for side in as_read})
+        profiles = _profiles(
+            as_read, columns, key_name,
+            {side: plan.checks(side) for side in as_read},
+            {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in as_read},
+            side_aggregates,
+        )
         plan.verify(profiles)
         if by_position and profiles["original"].n != profiles["synthetic"].n:
             raise InputError(
@@ -349,6 +363,9 @@ def prepare_inputs(
         row_key=POSITION_KEY if row_key == POSITION else row_key,
         n_paired_keys=n_paired,
         n_paired_where=n_paired_where,
+        side_aggregates=(
+            {side: profiles[side].extra for side in sides} if profiles["original"].extra is not None else None
+        ),
         cached=tuple(cached),
     )
 
@@ -360,6 +377,7 @@ class _Profile:
     n: int
     digest: str
     checks: dict[str, int]
+    extra: dict[str, Any] | None = None  # the caller's side_aggregates
 
 
 @dataclass(frozen=True)
@@ -390,16 +408,15 @@ class _TypePlan:
         return qcol(name).cast(target).alias(name)  # between numbers of different kinds
 
     def checks(self, side: str) -> dict[str, Column]:
-        """Aggregates for the profile pass over `side`, by label."""
+        """Conditions on the rows of `side` as read, by label; the profile pass counts
+        the rows meeting each."""
         out = {}
         for name, null_side in self.must_be_null.items():
             if null_side == side:
-                out[f"values:{name}"] = F.count(qcol(name))
+                out[f"values:{name}"] = qcol(name).isNotNull()
         for name in self.configured:
             raw = qcol(name)
-            out[f"unconverted:{name}"] = F.count(
-                F.when(raw.isNotNull() & raw.try_cast(self.types[name]).isNull(), 1)
-            )
+            out[f"unconverted:{name}"] = raw.isNotNull() & raw.try_cast(self.types[name]).isNull()
         return out
 
     def verify(self, profiles: dict[str, _Profile]) -> None:
@@ -487,10 +504,16 @@ def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:
 
 
 def _profiles(
-    frames: dict[str, DataFrame], columns: Sequence[str], key_name: str | None, checks: dict[str, dict[str, Column]]
+    frames: dict[str, DataFrame],
+    columns: Sequence[str],
+    key_name: str | None,
+    checks: dict[str, dict[str, Column]],
+    typed: dict[str, list[Column]],
+    side_aggregates: Callable[[DataFrame], dict[str, Column] | None] | None = None,
 ) -> dict[str, _Profile]:
-    """Per side: row count, an order-independent content hash and the `checks`
-    aggregates, from one pass over the columns as read; refuses null keys.
+    """Per side: row count, an order-independent content hash, how many rows meet each
+    of the `checks` and the caller's `side_aggregates` over the `typed` columns, from
+    one pass over the columns as read; refuses null keys.
 
     Both sides in one job (their two one-row aggregates cross-joined): each side's scan
     may be a single task (a Parquet file of one row group is), and side by side they use
@@ -506,15 +529,32 @@ def _profiles(
     content = sorted(columns) + ([KEY] if key_name is not None else [])
     hashed = null_flagged([qcol(c) for c in content])
     labels = {side: list(checks[side]) for side in frames}
+    hash_, null_key, check = INTERNAL_PREFIX + "row_hash", INTERNAL_PREFIX + "null_key", INTERNAL_PREFIX + "check"
+    # Per row: what the profile needs of the columns as read, then the typed columns,
+    # which the caller's aggregates see under their own names.
+    views = {
+        side: frame.select(
+            F.xxhash64(*hashed).alias(hash_),
+            F.col(KEY).isNull().alias(null_key),
+            *(checks[side][label].alias(f"{check}{j}") for j, label in enumerate(labels[side])),
+            *typed[side],
+        )
+        for side, frame in frames.items()
+    }
+    extras = {side: side_aggregates(view) for side, view in views.items()} if side_aggregates else {}
+    if not extras or any(extra is None for extra in extras.values()):
+        extras = {side: {} for side in frames}
+    with_extras = any(extras.values())
 
     def aggregated(side: str, i: int) -> DataFrame:
         # No count_distinct(KEY) here: it turns this scan into an expand and two shuffles,
         # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
-        return frames[side].agg(
+        return views[side].agg(
             F.count(F.lit(1)).alias(f"{i}_n"),
-            F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias(f"{i}_hash_sum"),
-            F.count(F.when(F.col(KEY).isNull(), 1)).alias(f"{i}_null_keys"),
-            *(checks[side][label].alias(f"{i}_check{j}") for j, label in enumerate(labels[side])),
+            F.sum(F.col(hash_).cast("decimal(38,0)")).alias(f"{i}_hash_sum"),
+            F.count(F.when(F.col(null_key), 1)).alias(f"{i}_null_keys"),
+            *(F.count(F.when(F.col(f"{check}{j}"), 1)).alias(f"{i}_check{j}") for j in range(len(labels[side]))),
+            *(aggregate.alias(f"{i}_extra_{name}") for name, aggregate in extras[side].items()),
         )
 
     parts = {side: aggregated(side, i) for i, side in enumerate(frames)}
@@ -547,6 +587,7 @@ def _profiles(
             n=n,
             digest=f"{side}:{n}:{row[f'{i}_hash_sum']}",
             checks={label: int(row[f"{i}_check{j}"]) for j, label in enumerate(labels[side])},
+            extra={name: row[f"{i}_extra_{name}"] for name in extras[side]} if with_extras else None,
         )
     return profiles
 
