@@ -46,3 +46,12 @@ def test_a_callers_collector_is_not_doubled(own, extra):
 
 def test_cluster_driver_gets_no_collector():
     assert LOCAL_GC_OPTION not in driver_java_options(None, None, local=False).split()
+
+
+def test_dataframe_debugging_is_off_unless_the_caller_turns_it_on(spark):
+    """Its call-site capture costs py4j round trips on every Column function; a caller's
+    own setting (spark-submit --conf, extra_conf) still wins, as for every default."""
+    from privacy_eval.session import DEFAULT_CONF
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert DEFAULT_CONF["spark.python.sql.dataFrameDebugging.enabled"] == "false"
