@@ -319,13 +319,11 @@ def prepare_inputs(
         for side, frame in sides.items()
     }
     cached = [as_read[side].cache() for side in sides if side in cache or by_position]
+    converted = {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in sides}
     try:
         key_name = None if by_position else row_key
         profiles = _profiles(
-            as_read, columns, key_name,
-            {side: plan.checks(side) for side in as_read},
-            {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in as_read},
-            side_aggregates,
+            as_read, columns, key_name, {side: plan.checks(side) for side in as_read}, converted, side_aggregates
         )
         plan.verify(profiles)
         if by_position and profiles["original"].n != profiles["synthetic"].n:
@@ -333,10 +331,7 @@ def prepare_inputs(
                 f"row_key '@position' pairs row i with row i, but the original has "
                 f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
             )
-        typed = {
-            side: frame.select(*(plan.converted(c, side) for c in (KEY, *columns)))
-            for side, frame in as_read.items()
-        }
+        typed = {side: frame.select(*converted[side]) for side, frame in as_read.items()}
         if by_position:  # positions are unique by construction, and 0..n-1 on both sides
             n_paired, n_paired_where = profiles["original"].n, None
         else:
