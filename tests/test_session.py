@@ -55,3 +55,13 @@ def test_dataframe_debugging_is_off_unless_the_caller_turns_it_on(spark):
 
     assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
     assert DEFAULT_CONF["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+
+
+def test_arrow_batches_for_python_are_cut_by_their_row_count_alone(spark):
+    """Spark measures a batch's bytes after every row unless the byte cap is Int.MaxValue
+    exactly; the row cap still bounds every batch the linkage scoring sends."""
+    from privacy_eval.session import DEFAULT_CONF
+
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") in ("2147483647", "2147483647b")
+    assert int(DEFAULT_CONF["spark.sql.execution.arrow.maxBytesPerBatch"]) == 2**31 - 1
+    assert int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) > 0

@@ -1016,13 +1016,16 @@ def evaluate_column_best(
     """:func:`evaluate_block_kdtree` with ``max_k=1, p=1`` on one column, faster.
 
     With max_k = 1 only the records whose truth is in their best tie group matter
-    (N_BETTER = 0, and that group's size). On a line most records are settled from the
-    sorted originals alone: with d* the nearest value, d the true one and c the number
-    of originals no farther than the truth, a single-linkage chain from d* up to d has
-    at most c - 1 links of at most tol·max(1, d) each; when d - d* exceeds c·tol·max(1, d)
-    there is a gap, so d*'s group is strictly better and N_BETTER >= 1 (reported
-    ``capped``, as the kd-tree path reports a lower bound). The rest, typically a few
-    per cent, take the kd-tree path. ``raw_values``/``anon_values`` are (n, 1) arrays.
+    (N_BETTER = 0, and that group's size); the others are reported with N_BETTER >= 1
+    and ``capped``, as the kd-tree path reports a lower bound. On a line most records
+    are settled from the sorted originals alone: with d* the nearest value, d the true
+    one and c the number of originals no farther than the truth, a single-linkage chain
+    from d* up to d has at most c - 1 links of at most tol·max(1, d) each; when d - d*
+    exceeds c·tol·max(1, d) there is a gap, so d*'s group is strictly better. The block
+    size bounds c and settles nearly every such record; c itself is counted for the
+    rest. The remaining few per cent, truths at or next to the nearest value, get their
+    best group from :func:`_best_group_1d`. ``raw_values``/``anon_values`` are (n, 1)
+    arrays.
     """
     tol = _check_tol(tol)
     raw, anon, truth = _block_inputs(raw_ids, raw_values, anon_ids, anon_values, truth)
@@ -1042,16 +1045,25 @@ def evaluate_column_best(
     right = np.where(pos < n_r, np.abs(x[np.minimum(pos, n_r - 1)] - y), np.inf)
     d_best = np.minimum(left, right)
     with np.errstate(invalid="ignore"):
-        reach = d_true * (1.0 + 1e-12) + np.abs(y) * 1e-15 + 1e-300  # a superset: more links
-        c = np.searchsorted(x, y + reach, side="right") - np.searchsorted(x, y - reach, side="left")
-        links = c * tol * np.maximum(1.0, d_true) * (1.0 + 1e-6)
-        settled = has & (d_true - d_best > links)
+        settled = has & (d_true - d_best > n_r * tol * np.maximum(1.0, d_true) * (1.0 + 1e-6))
+        near = np.flatnonzero(has & ~settled)
+        dn, yn = d_true[near], y[near]
+        reach = dn * (1.0 + 1e-12) + np.abs(yn) * 1e-15 + 1e-300  # a superset: more links
+        c = np.searchsorted(x, yn + reach, side="right") - np.searchsorted(x, yn - reach, side="left")
+        settled[near] = dn - d_best[near] > c * tol * np.maximum(1.0, dn) * (1.0 + 1e-6)
     kept = np.flatnonzero(has & ~settled)
     n_better = np.where(has, 1, -1).astype(np.int64)
     tie = np.full(n_a, -1, dtype=np.int64)
     capped = settled.copy()
     true_score = np.where(has, d_true, np.nan)
-    if kept.size:
+    if kept.size and max(abs(x[0]), abs(x[-1]), float(np.abs(y).max())) < _NO_OVERFLOW:
+        first = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+        top, size = _best_group_1d(x[first], np.diff(np.r_[first, n_r]), y[kept], tol)
+        best = d_true[kept] <= top
+        n_better[kept] = np.where(best, 0, size)
+        tie[kept] = np.where(best, size, -1)
+        capped[kept] = ~best
+    elif kept.size:  # differences could overflow to inf, which _best_group_1d leaves out
         sub = evaluate_block_kdtree(
             raw_ids, raw, np.asarray(anon_ids)[kept], anon[kept], max_k=1, p=1, tol=tol, truth=truth[kept]
         )
@@ -1059,6 +1071,73 @@ def evaluate_column_best(
         tie[kept] = sub.true_tie_size
         capped[kept] = sub.capped
     return BlockResult(np.full(n_a, n_r, dtype=np.int64), has, true_score, n_better, tie, capped)
+
+
+#: Below this magnitude a difference of two values cannot overflow to inf.
+_NO_OVERFLOW = 1e300
+
+
+def _best_group_1d(
+    u: np.ndarray, counts: np.ndarray, y: np.ndarray, tol: float, chunk_bytes: int = 64 * 2**20
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each value of ``y``, the largest value in its best tie group and the number
+    of originals in that group; ``u`` are the distinct original values, sorted, with
+    multiplicities ``counts``; values are |u - y| (p = 1, one column), all finite.
+
+    The kd-tree search of :func:`_kd_round` on a line, with exact values: the k distinct
+    originals on either side of y's insertion point hold every candidate scoring below
+    ``bound``, the next value on either side beyond them. The best group is settled
+    when a gap follows it below the bound, or when nothing from the bound up could join
+    it; otherwise k grows 4x, up to every original. Against a kd-tree built per block
+    and column, the single-column check of the 1e6-record benchmark took 0.4 s of
+    Python time instead of 0.8 s.
+    """
+    n_u, m = u.size, y.size
+    top = np.empty(m)
+    size = np.empty(m, dtype=np.int64)
+    pos = np.searchsorted(u, y)
+    pending = np.arange(m)
+    k = 4
+    while pending.size:
+        k = min(k, n_u)
+        everything = k == n_u
+        step = max(1, chunk_bytes // (2 * k * 64))
+        left = []
+        for s in range(0, pending.size, step):
+            rows = pending[s : s + step]
+            p, yr = pos[rows], y[rows]
+            idx = np.concatenate([p[:, None] - 1 - np.arange(k), p[:, None] + np.arange(k)], axis=1)
+            valid = (idx >= 0) & (idx < n_u)
+            at = np.clip(idx, 0, n_u - 1)
+            vals = np.where(valid, np.abs(u[at] - yr[:, None]), np.inf)
+            order = np.argsort(vals, axis=1, kind="stable")
+            vs = np.take_along_axis(vals, order, axis=1)
+            cum = np.cumsum(np.take_along_axis(np.where(valid, counts[at], 0), order, axis=1), axis=1)
+            nl, nr = p - 1 - k, p + k
+            bound = np.minimum(
+                np.where(nl >= 0, np.abs(u[np.maximum(nl, 0)] - yr), np.inf),
+                np.where(nr < n_u, np.abs(u[np.minimum(nr, n_u - 1)] - yr), np.inf),
+            )
+            nk = (vs < bound[:, None]).sum(axis=1)  # vs is sorted: the complete prefix
+            brk = np.ones(vs.shape, dtype=bool)
+            brk[:, :-1] = ~_joins(vs[:, :-1], vs[:, 1:], tol)
+            end = np.argmax(brk, axis=1)  # the best group is vs[:, :end + 1]
+            r = np.arange(rows.size)
+            last = vs[r, end]
+            closed = end < nk - 1
+            if everything:
+                closed |= end == nk - 1
+            else:
+                closed |= (end == nk - 1) & (bound > _join_upper_bound(last, tol))
+            done = (nk >= 1) & closed
+            top[rows[done]] = last[done]
+            size[rows[done]] = cum[r, end][done]
+            left.append(rows[~done])
+        pending = np.concatenate(left)
+        if everything and pending.size:  # pragma: no cover - everything is known at k = n_u
+            raise AssertionError("the best group failed to settle with every original known")
+        k *= 4
+    return top, size
 
 
 def concat_block_results(results: Iterable[BlockResult]) -> BlockResult:

@@ -16,10 +16,16 @@ from pyspark.sql import SparkSession
 # debugging records the Python call site of every DataFrame and Column function, at the
 # cost of about four extra py4j round trips each (8,226 instead of 3,227 for the linkage
 # at 1e6 records per side): Spark's own error messages lose that call site, the job's
-# own messages say what to fix anyway.
+# own messages say what to fix anyway. An Arrow batch for Python is cut at
+# maxRecordsPerBatch rows or at maxBytesPerBatch bytes; checking the bytes re-measures
+# the batch after every row (Spark skips the check only for Int.MaxValue), which took
+# 1.2 s of the 1.6 s of JVM time that sending 2e6 six-column rows to Python cost (the
+# linkage scoring input at 1e6 records per side). The row cap alone bounds the batches:
+# 10,000 (the default) rows of a few numbers and a key.
 DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
 # Settings every run needs, whoever starts it. Dynamic partition overwrite is what makes
