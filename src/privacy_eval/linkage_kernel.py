@@ -827,6 +827,18 @@ def _join_upper_bound(a: np.ndarray, tol: float) -> np.ndarray:
     return a + inc * (1.0 + 1e-6) + np.abs(a) * 1e-15 + 1e-300
 
 
+def _closed_above(
+    end: np.ndarray, nk: np.ndarray, last: np.ndarray, bound: np.ndarray, tol: float, everything: bool
+) -> np.ndarray:
+    """Whether a tie group ending at sorted position ``end`` (value ``last``) is complete
+    upwards: a gap follows it inside the complete prefix of ``nk`` values (everything
+    unseen scores at least ``bound``), nothing from ``bound`` up could join it, or every
+    original is known."""
+    if everything:
+        return np.ones(end.shape, dtype=bool)
+    return (end < nk - 1) | ((end == nk - 1) & (bound > _join_upper_bound(last, tol)))
+
+
 def evaluate_block_kdtree(
     raw_ids: np.ndarray,
     raw_coords: np.ndarray,
@@ -981,11 +993,7 @@ def _kd_round(
     glo = gstart[r, tpos]
     ghi = gend[r, tpos]
     top = vs[r, ghi]
-    if k == n_u:  # every original is known: nothing unseen can extend the group
-        settled_up = np.ones(c, dtype=bool)
-    else:
-        settled_up = (ghi < nk - 1) | ((ghi == nk - 1) & (bound > _join_upper_bound(top, tol)))
-    ok_in = inside & settled_up
+    ok_in = inside & _closed_above(ghi, nk, top, bound, tol, everything=k == n_u)
     below = np.where(glo > 0, cum[r, np.maximum(glo - 1, 0)], 0)
 
     # Truth beyond the complete region: last gap strictly inside the region.
@@ -1056,7 +1064,7 @@ def evaluate_column_best(
     tie = np.full(n_a, -1, dtype=np.int64)
     capped = settled.copy()
     true_score = np.where(has, d_true, np.nan)
-    if kept.size and max(abs(x[0]), abs(x[-1]), float(np.abs(y).max())) < _NO_OVERFLOW:
+    if kept.size and max(abs(x[0]), abs(x[-1]), float(np.abs(y[kept]).max())) < _NO_OVERFLOW:
         first = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
         top, size = _best_group_1d(x[first], np.diff(np.r_[first, n_r]), y[kept], tol)
         best = d_true[kept] <= top
@@ -1124,12 +1132,7 @@ def _best_group_1d(
             end = np.argmax(brk, axis=1)  # the best group is vs[:, :end + 1]
             r = np.arange(rows.size)
             last = vs[r, end]
-            closed = end < nk - 1
-            if everything:
-                closed |= end == nk - 1
-            else:
-                closed |= (end == nk - 1) & (bound > _join_upper_bound(last, tol))
-            done = (nk >= 1) & closed
+            done = (nk >= 1) & _closed_above(end, nk, last, bound, tol, everything)
             top[rows[done]] = last[done]
             size[rows[done]] = cum[r, end][done]
             left.append(rows[~done])
