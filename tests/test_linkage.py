@@ -149,6 +149,23 @@ def blocked(spark):
     return o, s, so, ss, result
 
 
+@pytest.fixture(scope="module")
+def blocked_maha(blocked):
+    """Mahalanobis alone: the first pass over the blocks is the scoring itself (with both
+    methods it is the weighted method's ranges)."""
+    _, _, so, ss, _ = blocked
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
+        return linkage_attack(so, ss, "id", cfg(methods=["mahalanobis"]))
+
+
+def base_for(blocked, blocked_maha, methods):
+    return blocked[4] if "weighted" in methods else blocked_maha
+
+
+BOTH, MAHALANOBIS_ALONE = ["mahalanobis", "weighted"], ["mahalanobis"]
+
+
 @pytest.mark.parametrize("method", ["mahalanobis", "weighted"])
 def test_blocked_matches_reference(blocked, method):
     o, s, _, _, result = blocked
@@ -216,6 +233,28 @@ def test_partitioning_does_not_change_anything(spark, sql_conf, blocked):
     assert_same(other.details(), base.details())
 
 
+def test_block_figures_agree_with_pandas_whichever_pass_comes_first(blocked, blocked_maha):
+    """The block figures come from the meta rows of the first pass over the blocks: the
+    weighted ranges with both methods, the scoring with Mahalanobis alone. Both give the
+    figures pandas counts, and the same Mahalanobis results."""
+    o, s, _, _, both = blocked
+    null_safe = lambda f: f[BLOCKING].astype(object).where(f[BLOCKING].notna(), "\0null")  # noqa: E731
+    n_o = null_safe(o).value_counts()
+    n_s = null_safe(s).value_counts()
+    attacked = pd.DataFrame({"n_s": n_s}).join(pd.DataFrame({"n_o": n_o}), how="left").fillna(0).astype(int)
+    pairs = attacked["n_o"] * attacked["n_s"]
+    for result in (both, blocked_maha):
+        assert result.n_blocks == len(attacked)
+        assert result.n_blocks_with_candidates == int((attacked["n_o"] > 0).sum())
+        assert result.n_candidate_pairs == int(pairs.sum())
+        assert result.largest_block_pairs == int(pairs.max())
+        assert result.largest_block_original == int(attacked["n_o"].max())
+        assert result.largest_block_synthetic == int(attacked["n_s"].max())
+        assert result.n_split_blocks == 0
+    assert_same(blocked_maha.methods["mahalanobis"].details(), both.methods["mahalanobis"].details())
+    assert blocked_maha.single_column_success == both.single_column_success
+
+
 def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
     """Scoring streams each partition's rows in Arrow batches and cuts them into blocks:
     with batches of 3 rows every block spans several batches (and a batch holds the end
@@ -234,11 +273,15 @@ def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
     assert_same(d_streamed, d_base)
 
 
-def test_split_blocks_give_identical_results(blocked):
-    _, _, so, ss, base = blocked
+@pytest.mark.parametrize("methods", [BOTH, MAHALANOBIS_ALONE])
+def test_split_blocks_give_identical_results(blocked, blocked_maha, methods):
+    """The first pass leaves the blocks with more than split_rows synthetic records to a
+    second pass over them alone, split: the weighted ranges and the scoring both."""
+    _, _, so, ss, _ = blocked
+    base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        split = linkage_attack(so, ss, "id", cfg(), split_rows=7)
+        split = linkage_attack(so, ss, "id", cfg(methods=methods), split_rows=7)
     assert split.n_split_blocks == 6  # every block but the 4-record one
     d_split, d_base = split.details(), base.details()
     for d in (d_split, d_base):
@@ -246,20 +289,22 @@ def test_split_blocks_give_identical_results(blocked):
     assert_same(d_split, d_base)
 
 
-def test_colliding_block_ids_are_rehashed(blocked):
+@pytest.mark.parametrize("methods", [BOTH, MAHALANOBIS_ALONE])
+def test_colliding_block_ids_are_rehashed(blocked, blocked_maha, methods):
     """Scoring groups by a 64-bit hash of the blocking values; if two blocks shared one,
     their records would become each other's candidates. With every block given the same
-    id by the first seed the pre-flight must notice and hash again: results identical.
+    id by the first seed the first pass must notice and hash again: results identical.
     Also split, so that the salted path sees the second id too."""
     from pyspark.sql import functions as F
 
-    _, _, so, ss, base = blocked
+    _, _, so, ss, _ = blocked
+    base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
         real = L._block_id
         mp.setattr(L, "_block_id", lambda bcols, attempt: F.lit(7).cast("long") if attempt == 0 else real(bcols, attempt))
-        collided = linkage_attack(so, ss, "id", cfg())
-        collided_split = linkage_attack(so, ss, "id", cfg(), split_rows=7)
+        collided = linkage_attack(so, ss, "id", cfg(methods=methods))
+        collided_split = linkage_attack(so, ss, "id", cfg(methods=methods), split_rows=7)
     assert_same(collided.details(), base.details())
     d_split, d_base = collided_split.details(), base.details()
     for d in (d_split, d_base):
@@ -267,13 +312,15 @@ def test_colliding_block_ids_are_rehashed(blocked):
     assert_same(d_split, d_base)
 
 
-def test_only_two_blocks_sharing_an_id_are_noticed(blocked):
+@pytest.mark.parametrize("methods", [BOTH, MAHALANOBIS_ALONE])
+def test_only_two_blocks_sharing_an_id_are_noticed(blocked, blocked_maha, methods):
     """The first seed gives one id to two blocks only, one of them on the original side
     only: its originals would become false candidates of the other block's records. The
-    pre-flight's second hash must show the shared id and the attack hash again."""
+    check hash must show the shared id in the first pass, and the attack hash again."""
     from pyspark.sql import functions as F
 
-    _, _, so, ss, base = blocked
+    _, _, so, ss, _ = blocked
+    base = base_for(blocked, blocked_maha, methods)
     attempts = []
     real = L._block_id
 
@@ -286,7 +333,7 @@ def test_only_two_blocks_sharing_an_id_are_noticed(blocked):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
         mp.setattr(L, "_block_id", block_id)
-        shared = linkage_attack(so, ss, "id", cfg())
+        shared = linkage_attack(so, ss, "id", cfg(methods=methods))
     assert attempts == [0, 1]
     assert_same(shared.details(), base.details())
 
@@ -343,14 +390,20 @@ def test_true_pairs_counted_by_the_key_check_replace_the_key_join(blocked):
 
 def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
     """Scoring sorts by block id only: within a block, originals and synthetic records
-    arrive in any order, and a block may span Arrow batches."""
-    rows = [  # block id, key, target, side (1 = synthetic); one partition, this order
-        (7, 10, 1.0, 1), (7, 1, 0.5, 0), (7, 11, 2.0, 1), (7, 2, 0.25, 0),
-        (9, 20, 3.0, 1),  # a block without originals
-        (5, 3, 8.0, 0),   # a block without synthetic records: nobody's candidates
-        (4, 4, 1.0, 0), (4, 40, 4.0, 1),
+    arrive in any order, and a block may span Arrow batches. A first pass (split_rows)
+    adds one meta row per block with a synthetic record: scored, or too big to score in
+    one piece (more than split_rows synthetic records, not handed to the function), or
+    an id whose rows carry two check hashes (two blocks sharing it, not scored)."""
+    rows = [  # block id, check hash, key, target, side (1 = synthetic); one partition, this order
+        (7, 70, 10, 1.0, 1), (7, 70, 1, 0.5, 0), (7, 70, 11, 2.0, 1), (7, 70, 2, 0.25, 0),
+        (9, 90, 20, 3.0, 1),  # a block without originals
+        (5, 50, 3, 8.0, 0),   # a block without synthetic records: nobody's candidates
+        (4, 40, 4, 1.0, 0), (4, 40, 40, 4.0, 1),
+        (8, 80, 5, 1.0, 0), (8, 81, 50, 2.0, 1),  # one id, two blocks
     ]
-    frame = spark.createDataFrame(rows, f"{L._BLOCK_ID} long, {L._KEY} long, t0 double, {L._SIDE} int").coalesce(1)
+    frame = spark.createDataFrame(
+        rows, f"{L._BLOCK_ID} long, {L._CHECK_HASH} long, {L._KEY} long, t0 double, {L._SIDE} int"
+    ).coalesce(1)
 
     def fn(o, s, pairs):
         return {
@@ -360,12 +413,25 @@ def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
         }
 
     schema = "n_o long, n_s long, pairs double, keys_o long, keys_s long, x_s double"
+    fields = ["n_o", "n_s", "pairs", "keys_o", "keys_s", "x_s"]
+    meta = [L._META, L._M_BLOCK, L._M_NO, L._M_NS]
     sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
     got = L._map_blocks(frame, fn, schema, ["t0"], integral_key=True).orderBy("keys_s").collect()
-    assert [tuple(r) for r in got] == [  # (originals, synthetic, pairs, key sums, target sum)
+    assert [tuple(r[f] for f in fields) for r in got] == [  # (originals, synthetic, pairs, key sums, target sum)
         (0, 1, 0.0, 0, 20, 3.0),
         (2, 2, 4.0, 3, 21, 3.0),
         (1, 1, 1.0, 4, 40, 4.0),
+        (1, 1, 1.0, 5, 50, 2.0),  # not a first pass: the check hash is not looked at
+    ]
+    assert all(r[m] is None for r in got for m in meta)
+
+    first = L._map_blocks(frame, fn, schema, ["t0"], integral_key=True, split_rows=1).collect()
+    scored = sorted(tuple(r[f] for f in fields) for r in first if r[L._META] is None)
+    assert scored == [(0, 1, 0.0, 0, 20, 3.0), (1, 1, 1.0, 4, 40, 4.0)]
+    assert all(r[m] is None for r in first if r[L._META] is None for m in meta)
+    assert all(r[f] is None for r in first if r[L._META] is not None for f in fields)
+    assert sorted(tuple(r[m] for m in meta) for r in first if r[L._META] is not None) == [
+        (L._SCORED_BLOCK, 4, 1, 1), (L._SCORED_BLOCK, 9, 0, 1), (L._BIG_BLOCK, 7, 2, 2), (L._SHARED_ID, 8, 1, 1),
     ]
 
 
@@ -415,23 +481,36 @@ def continuous_data(n: int = 120, seed: int = 3) -> tuple[pd.DataFrame, pd.DataF
 def test_scoring_output_is_cached_only_when_some_block_is_scored_pair_by_pair(spark):
     """Blocks within max_pairs_per_block_for_confidence give a confidence histogram of
     unbounded size, read after the bounded ones: the scoring output is cached for it.
-    With every block above the bound there is none, and nothing is cached."""
+    With both methods the first pass (the ranges) tells whether any block is that
+    small: with every block above the bound nothing is cached. With Mahalanobis alone
+    the scoring is the first pass, which cannot know beforehand: it is always cached."""
     from pyspark.sql.classic.dataframe import DataFrame
 
     o, s = continuous_data(n=40, seed=5)
     so, ss = frames(spark, o, s, "id long, u double, v double")
-    config = LinkageConfig(targets=["u", "v"])
     calls = []
     real = DataFrame.persist
+    counts = {}
+    results = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(DataFrame, "persist", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
-        above = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=40 * 40 - 1)
-        cached_above = len(calls)
-        within = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=40 * 40)
-    assert (cached_above, len(calls)) == (0, 1)
-    assert above.methods["mahalanobis"].confidence.computed == "none"
-    assert within.methods["mahalanobis"].confidence.computed != "none"
-    assert above.methods["mahalanobis"].success_rate == within.methods["mahalanobis"].success_rate
+        for methods in (("mahalanobis", "weighted"), ("mahalanobis",)):
+            config = LinkageConfig(targets=["u", "v"], methods=list(methods))
+            for bound in (40 * 40 - 1, 40 * 40):
+                calls.clear()
+                results[methods, bound] = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=bound)
+                counts[methods, bound] = len(calls)
+    assert counts == {
+        (("mahalanobis", "weighted"), 40 * 40 - 1): 0, (("mahalanobis", "weighted"), 40 * 40): 1,
+        (("mahalanobis",), 40 * 40 - 1): 1, (("mahalanobis",), 40 * 40): 1,
+    }
+    for methods in (("mahalanobis", "weighted"), ("mahalanobis",)):
+        above, within = results[methods, 40 * 40 - 1], results[methods, 40 * 40]
+        assert above.methods["mahalanobis"].confidence.computed == "none"
+        assert within.methods["mahalanobis"].confidence.computed != "none"
+        assert above.methods["mahalanobis"].success_rate == within.methods["mahalanobis"].success_rate
+    assert_same(results[("mahalanobis",), 40 * 40].methods["mahalanobis"].details(),
+                results[("mahalanobis", "weighted"), 40 * 40].methods["mahalanobis"].details())
 
 
 def test_mahalanobis_invariant_under_invertible_linear_map(spark):

@@ -23,25 +23,30 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
    anon / pooled.
 3. Whitening W (W Wᵀ = S⁻¹, ridge ``ridge * mean(diag S)``) on the driver; W reaches
    the executors by closure.
-4. Pre-flight ``groupBy`` of block sizes over both sides: totals (candidate pairs,
-   blocks, largest block) are collected as one row; the blocks with more than
-   ``split_rows`` synthetic records stay a (small) DataFrame that is broadcast-joined,
-   never collected. Blocks are identified by a 64-bit hash of their values, checked
-   collision-free here (else hashed again with another seed). A big block is split on
-   the synthetic side into ``ceil(n_syn / split_rows)`` sub-blocks by
-   ``pmod(xxhash64(key), n_splits)``; its originals are replicated once per sub-block.
-   Every synthetic record still sees all originals of its block, so results do not
-   depend on the split; a task holds one block's originals plus about ``split_rows``
-   synthetic records (the kd-tree path processes those in chunks).
-5. Both sides stacked, shuffled once by (block, sub-block) and sorted by it, so that
-   each sub-block's rows are adjacent; ``mapInArrow`` streams the rows, splits each
-   (sub-)block into its originals and synthetic records and calls a per-block function
-   on one (sub-)block at a time (:func:`_map_blocks`).
-6. Weighted method only: a pass over those blocks computes per sub-block the smallest
-   and largest |x - y| of each column over the candidate pairs (``min_abs_diff_sorted``,
-   ``max_abs_diff``), reduced by Spark ``min``/``max``; ``weighted_scaling`` turns them
-   into per-column multipliers and the offset used for snapping.
-7. The scoring pass over the same blocks. Per (block, sub-block): blocks whose
+4. Both sides stacked, shuffled once by a 64-bit hash of the blocking values (the
+   block id) and sorted by it, so that each block's rows are adjacent; ``mapInArrow``
+   streams the rows, splits each block into its originals and synthetic records and
+   calls a per-block function on one block at a time (:func:`_map_blocks`). This first
+   pass over the blocks is the weighted method's ranges (step 6) when that method is
+   asked for, else the scoring itself (step 7). It also counts each block: the block
+   figures (candidate pairs, blocks, largest block) come from one meta row per block,
+   aggregated by Spark; no separate pass over the data measures the blocks. A second
+   hash of the blocking values travels along: an id whose rows carry two of them
+   belongs to two blocks, and the first pass is made again with another seed.
+5. A block with more than ``split_rows`` synthetic records is not scored in the first
+   pass (its rows are counted, not buffered). When there are such blocks, one grouped
+   pass finds them (a small DataFrame that is broadcast-joined, never collected) and a
+   second pass over them alone splits each on the synthetic side into
+   ``ceil(n_syn / split_rows)`` sub-blocks by ``pmod(xxhash64(key), n_splits)``; its
+   originals are replicated once per sub-block. Every synthetic record still sees all
+   originals of its block, so results do not depend on the split; a task holds one
+   block's originals plus about ``split_rows`` synthetic records (the kd-tree path
+   processes those in chunks).
+6. Weighted method only: per block the smallest and largest |x - y| of each column over
+   the candidate pairs (``min_abs_diff_sorted``, ``max_abs_diff``), reduced by Spark
+   ``min``/``max``; ``weighted_scaling`` turns them into per-column multipliers and the
+   offset used for snapping.
+7. The scoring pass. Per (block, sub-block): blocks whose
    whole ``n_orig * n_syn`` is at most ``max_pairs_per_block_for_confidence`` are scored
    pair by pair (``evaluate_block_bruteforce``: also eccentricity), larger ones by the
    kd-tree (``evaluate_block_kdtree``, exact N_BETTER / TRUE_TIE_SIZE with
@@ -133,6 +138,11 @@ _BLOCK_ID = _P + "block_id"
 _CHECK_HASH = _P + "block_check"
 _NO = _P + "n_o"
 _NS = _P + "n_s"
+# Meta rows of a first pass over the blocks (_map_blocks with split_rows): the kind,
+# the block id (stays in Spark: a join key, never collected) and the block's sizes.
+_META, _M_BLOCK, _M_NO, _M_NS = _P + "meta", _P + "m_block", _P + "m_n_o", _P + "m_n_s"
+_META_SCHEMA = f"{_META} int, {_M_BLOCK} long, {_M_NO} long, {_M_NS} long"
+_SCORED_BLOCK, _BIG_BLOCK, _SHARED_ID = 0, 1, 2  # meta kinds
 
 _MAHALANOBIS, _WEIGHTED, _SINGLE0 = 0, 1, 2  # method codes in the scoring output
 _K_CAND, _K_RANK, _K_CONF = 0, 1, 2  # histogram kinds
@@ -473,45 +483,76 @@ def linkage_attack(
             )
 
     persisted: list[DataFrame] = []
-    try:
-        # ---- 4. pre-flight: block sizes, big blocks, a block id that is unique
-        orig, syn, pre = _with_block_ids(orig, syn, bcols, split_rows)
-        if pre["n_big"]:
-            big = pre["big"].persist()
-            persisted.append(big)
-            blocks = _stacked_blocks(*_salted(orig, syn, big), tcols, _scoring_tasks(orig), split=True)
-        else:
-            blocks = _stacked_blocks(orig, syn, tcols, _scoring_tasks(orig), split=False)
+    tasks = _scoring_tasks(orig)
+    singles = 2 <= p <= SINGLE_COLUMN_LIMIT
 
-        # ---- 5. weighted scaling
-        mult = offset = None
-        if "weighted" in methods:
-            mult, offset = _weighted_scaling(blocks, tcols, integral_key, pre["n_pairs"])
-
-        # ---- 6. scoring
-        singles = 2 <= p <= SINGLE_COLUMN_LIMIT
-        score_fn = _make_scorer(
-            methods=methods,
-            whitening=whitening,
-            mult=mult,
-            offset=offset,
-            squared=config.squared,
-            tol=float(config.tolerance),
-            max_k=max(top_k),
-            bound=bound,
-            singles=singles,
+    def scorer(mult: np.ndarray | None = None, offset: float | None = None) -> _BlockFn:
+        return _make_scorer(
+            methods=methods, whitening=whitening, mult=mult, offset=offset, squared=config.squared,
+            tol=float(config.tolerance), max_k=max(top_k), bound=bound, singles=singles,
         )
-        scored = (
-            _map_blocks(blocks, score_fn, _SCORE_SCHEMA, tcols, integral_key)
-            .groupBy("method", "kind", "a", "b", "conf")
+
+    def scoring(blocks: DataFrame, fn: _BlockFn, first_pass: bool = False) -> DataFrame:
+        return (
+            _map_blocks(blocks, fn, _SCORE_SCHEMA, tcols, integral_key, split_rows if first_pass else None)
+            .groupBy("method", "kind", "a", "b", "conf", _META, _M_BLOCK, _M_NO, _M_NS)
             .agg(F.sum("n").alias("n"))
         )
-        if pre["smallest_pairs"] <= bound:
-            # Some block is scored pair by pair: its confidence histogram, unbounded in
-            # size, is read again after the bounded ones.
-            scored = scored.persist()
-            persisted.append(scored)
-        small, n_conf_rows = _collect_histograms(scored)
+
+    try:
+        # ---- 4. the first pass over the unsplit blocks: the weighted method's ranges,
+        # else the scoring itself. It also gives the block figures and finds the blocks
+        # too big to score in one piece, and the ids two blocks share (then hash again).
+        first: DataFrame | None = None
+        for attempt in range(_BLOCK_ID_ATTEMPTS):
+            orig_b, syn_b = _with_block_ids(orig, syn, bcols, attempt)
+            unsplit = _stacked_blocks(orig_b, syn_b, tcols, tasks, split=False)
+            if "weighted" in methods:
+                lo, hi, pre = _ranges(unsplit, tcols, integral_key, split_rows)
+            else:
+                # Cached: the confidence rows and the big blocks' rest are read after.
+                first = scoring(unsplit, scorer(), first_pass=True).persist()
+                small, n_conf_rows, pre = _collect_histograms(first)
+                if pre["shared"]:
+                    first.unpersist()
+                else:
+                    persisted.append(first)
+            if not pre["shared"]:
+                break
+        else:  # pragma: no cover - needs repeated 64-bit hash collisions
+            raise RuntimeError(
+                f"linkage: two blocking values share a 64-bit block id under {_BLOCK_ID_ATTEMPTS} different seeds"
+            )
+        orig, syn = orig_b, syn_b
+
+        # ---- 5. big blocks, split: the ranges and the scoring of what the first pass left
+        big = None
+        if pre["big"]:
+            big = _big_blocks(orig, syn, split_rows).persist()
+            persisted.append(big)
+        if "weighted" in methods:
+            if big is not None:
+                lo_big, hi_big, _ = _ranges(
+                    _stacked_blocks(*_salted(orig, syn, big, only=True), tcols, tasks, split=True), tcols, integral_key
+                )
+                lo, hi = np.fmin(lo, lo_big), np.fmax(hi, hi_big)
+            mult, offset = lk.weighted_scaling(lo, hi) if pre["pairs"] else (np.ones(p), 0.0)
+            blocks = _stacked_blocks(*_salted(orig, syn, big), tcols, tasks, split=True) if big is not None else unsplit
+            scored = scoring(blocks, scorer(mult, offset))
+        elif big is not None:
+            big_only = _stacked_blocks(*_salted(orig, syn, big, only=True), tcols, tasks, split=True)
+            scored = first.unionByName(scoring(big_only, scorer()))
+        else:
+            scored = first
+
+        # ---- 6. the histograms
+        if scored is not first:
+            if pre["smallest_pairs"] <= bound:
+                # Some block is scored pair by pair: its confidence histogram, unbounded in
+                # size, is read again after the bounded ones.
+                scored = scored.persist()
+                persisted.append(scored)
+            small, n_conf_rows, _ = _collect_histograms(scored)
         exact_conf = _collect_small_confidence(scored, n_conf_rows)
 
         results: dict[str, LinkageMethodResult] = {}
@@ -535,8 +576,8 @@ def linkage_attack(
             )
             if summary["n"] != n_s:  # pragma: no cover - a plumbing bug, never user input
                 raise AssertionError(f"scoring saw {summary['n']} synthetic records, expected {n_s}")
-            if summary["n_pairs"] != pre["n_pairs"]:  # pragma: no cover
-                raise AssertionError("scoring and the pre-flight disagree on the number of candidate pairs")
+            if summary["n_pairs"] != pre["pairs"]:  # pragma: no cover
+                raise AssertionError("the scoring and the block figures disagree on the number of candidate pairs")
 
         # ---- 7. true pairs and blocking recall. Scoring found the records whose true
         # original is among their candidates; only when some are not does it need the
@@ -642,15 +683,15 @@ def linkage_attack(
         squared=bool(config.squared),
         tolerance=float(config.tolerance),
         blocking=tuple(blocking),
-        n_blocks=pre["n_blocks"],
-        n_blocks_with_candidates=pre["n_blocks_with_candidates"],
+        n_blocks=pre["blocks"],
+        n_blocks_with_candidates=pre["with"],
         largest_block_pairs=pre["largest_pairs"],
         largest_block_original=pre["largest_o"],
         largest_block_synthetic=pre["largest_s"],
-        n_split_blocks=pre["n_big"],
+        n_split_blocks=pre["big"],
         split_rows=split_rows,
-        n_candidate_pairs=pre["n_pairs"],
-        candidate_share=pre["n_pairs"] / n_full if n_full else 0.0,
+        n_candidate_pairs=pre["pairs"],
+        candidate_share=pre["pairs"] / n_full if n_full else 0.0,
         n_true_pairs=n_true_pairs,
         n_true_pairs_kept=n_true_kept,
         blocking_recall=lk.blocking_recall(n_true_pairs, n_true_kept),
@@ -740,15 +781,16 @@ def _block_id(bcols: Sequence[str], attempt: int) -> Column:
 
     Scoring groups by it instead of by the values: shuffling, sorting and handing to
     Python one long costs a fraction of what text columns cost (the scoring stage took
-    half the time at 1e6 records). The pre-flight checks that no two blocks share an id;
-    if two do, the next attempt hashes with another seed.
+    half the time at 1e6 records). The first pass over the blocks checks that no two
+    blocks share an id; if two do, the next attempt hashes with another seed.
     """
     return F.xxhash64(F.lit(attempt), *null_flagged([F.col(c) for c in bcols]))
 
 
 def _block_check_hash(bcols: Sequence[str]) -> Column:
     """A second hash of the blocking values, independent of every :func:`_block_id`
-    seed: blocks sharing an id differ in it (see :func:`_preflight`)."""
+    seed: blocks sharing an id differ in it (see :func:`_map_blocks`); a collision of
+    both has odds of about n²/2^129 among n blocks."""
     return F.xxhash64(F.lit(-1), *null_flagged([F.col(c) for c in bcols]))
 
 
@@ -924,71 +966,55 @@ def _whitening(mom_o: lk.Moments, mom_s: lk.Moments, config: LinkageConfig, targ
 _BLOCK_ID_ATTEMPTS = 4
 
 
-def _with_block_ids(
-    orig: DataFrame, syn: DataFrame, bcols: Sequence[str], split_rows: int
-) -> tuple[DataFrame, DataFrame, dict[str, Any]]:
-    """Both sides with a block id no two blocks share, and the pre-flight figures."""
-    for attempt in range(_BLOCK_ID_ATTEMPTS):
-        block_id = _block_id(bcols, attempt)
-        o, s = orig.withColumn(_BLOCK_ID, block_id), syn.withColumn(_BLOCK_ID, block_id)
-        pre = _preflight(o, s, bcols, split_rows)
-        if pre["ids_unique"]:
-            return o, s, pre
-    raise RuntimeError(  # pragma: no cover - needs repeated 64-bit hash collisions
-        f"linkage: two blocking values share a 64-bit block id under {_BLOCK_ID_ATTEMPTS} different seeds"
-    )
+def _with_block_ids(orig: DataFrame, syn: DataFrame, bcols: Sequence[str], attempt: int) -> tuple[DataFrame, DataFrame]:
+    """Both sides with the block id of seed ``attempt`` and the check hash, which tells
+    blocks apart that share an id (:func:`_map_blocks`)."""
+    block_id, check = _block_id(bcols, attempt).alias(_BLOCK_ID), _block_check_hash(bcols).alias(_CHECK_HASH)
+    return orig.select("*", block_id, check), syn.select("*", block_id, check)
 
 
-def _preflight(orig: DataFrame, syn: DataFrame, bcols: Sequence[str], split_rows: int) -> dict[str, Any]:
-    """Block sizes: totals as one collected row; the big blocks as a DataFrame.
+def _figure_aggregates() -> list[Column]:
+    """The block figures, aggregated over the meta rows of a first pass (:func:`_map_blocks`
+    with ``split_rows``): one row per block with a synthetic record, and one per id
+    that two blocks share."""
+    meta, no, ns = F.col(_META), F.col(_M_NO), F.col(_M_NS)
+    block = meta.isin(_SCORED_BLOCK, _BIG_BLOCK)
+    pairs = no.cast("decimal(38,0)") * ns.cast("decimal(38,0)")
+    return [
+        F.count(F.when(meta == _SHARED_ID, 1)).alias("f_shared"),
+        F.count(F.when(block, 1)).alias("f_blocks"),
+        F.count(F.when(block & (no > 0), 1)).alias("f_with"),
+        F.sum(F.when(block, pairs)).alias("f_pairs"),
+        F.max(F.when(block, pairs)).alias("f_largest_pairs"),
+        F.min(F.when(block, pairs)).alias("f_smallest_pairs"),
+        F.max(F.when(block, no)).alias("f_largest_o"),
+        F.max(F.when(block, ns)).alias("f_largest_s"),
+        F.count(F.when(meta == _BIG_BLOCK, 1)).alias("f_big"),
+    ]
 
-    Both sides stacked and grouped once by the block id, one long: grouping by the
-    values and counting distinct ids took two more shuffles (at 1e6 records per side:
-    three jobs instead of four, the first 0.48 s instead of 0.54-0.57 s). Two blocks
-    share an id when the rows of one id carry different values, which a second hash of
-    the values shows: it differs between them unless it collides as well (odds about
-    n²/2^129 among n blocks, against n²/2^65 for the id alone). Blocks without a
-    synthetic record are nobody's candidates and are left out of the figures, but not
-    of the check that ids are unique: an original-only block sharing an id with another
-    block would hand it false candidates.
+
+def _figures(row: Any) -> dict[str, int]:
+    """:func:`_figure_aggregates` of a collected row, by name."""
+    names = ("shared", "blocks", "with", "pairs", "largest_pairs", "smallest_pairs", "largest_o", "largest_s", "big")
+    return {name: int(row[f"f_{name}"] or 0) for name in names}
+
+
+def _big_blocks(orig: DataFrame, syn: DataFrame, split_rows: int) -> DataFrame:
+    """The blocks with more than ``split_rows`` synthetic records, with their number of
+    splits and candidate pairs: a small DataFrame for a broadcast join, never collected.
+
+    Only a first pass that found such blocks asks for it (one grouped pass with partial
+    aggregation; most data has no block that big).
     """
-    check = _block_check_hash(bcols)
-    every_block = stacked_sides(orig, syn, [_BLOCK_ID, check.alias(_CHECK_HASH)], _SIDE).groupBy(_BLOCK_ID).agg(
-        F.min(_CHECK_HASH).alias("lo"),
-        F.max(_CHECK_HASH).alias("hi"),
+    per_block = stacked_sides(orig, syn, [_BLOCK_ID], _SIDE).groupBy(_BLOCK_ID).agg(
         F.count(F.when(F.col(_SIDE) == 0, 1)).alias(_NO),
         F.count(F.when(F.col(_SIDE) == 1, 1)).alias(_NS),
     )
-    attacked = F.col(_NS) > 0
-    pairs = F.col(_NO).cast("decimal(38,0)") * F.col(_NS).cast("decimal(38,0)")
-    row = every_block.agg(
-        F.count(F.when(F.col("lo") != F.col("hi"), 1)).alias("n_shared"),
-        F.count(F.when(attacked, 1)).alias("n_blocks"),
-        F.count(F.when(attacked & (F.col(_NO) > 0), 1)).alias("n_with"),
-        F.sum(F.when(attacked, pairs)).alias("n_pairs"),
-        F.max(F.when(attacked, pairs)).alias("largest_pairs"),
-        F.min(F.when(attacked, pairs)).alias("smallest_pairs"),
-        F.max(F.when(attacked, F.col(_NO))).alias("largest_o"),
-        F.max(F.col(_NS)).alias("largest_s"),
-        F.count(F.when(F.col(_NS) > split_rows, 1)).alias("n_big"),
-    ).collect()[0]
-    big = every_block.filter(F.col(_NS) > split_rows).select(
+    return per_block.filter(F.col(_NS) > split_rows).select(
         _BLOCK_ID,
         F.ceil(F.col(_NS) / F.lit(float(split_rows))).cast("long").alias(_NSPLIT),
         (F.col(_NO).cast("double") * F.col(_NS).cast("double")).alias(_BLOCK_PAIRS),
     )
-    return {
-        "n_blocks": int(row["n_blocks"]),
-        "n_blocks_with_candidates": int(row["n_with"]),
-        "n_pairs": int(row["n_pairs"] or 0),
-        "largest_pairs": int(row["largest_pairs"] or 0),
-        "smallest_pairs": int(row["smallest_pairs"] or 0),
-        "largest_o": int(row["largest_o"] or 0),
-        "largest_s": int(row["largest_s"] or 0),
-        "n_big": int(row["n_big"]),
-        "big": big,
-        "ids_unique": row["n_shared"] == 0,
-    }
 
 
 def _scoring_tasks(frame: DataFrame) -> int:
@@ -1000,16 +1026,18 @@ def _scoring_tasks(frame: DataFrame) -> int:
         return max(1, spark.sparkContext.defaultParallelism)
 
 
-def _salted(orig: DataFrame, syn: DataFrame, big: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Split big blocks: synthetic records by a hash of their key, originals replicated."""
+def _salted(orig: DataFrame, syn: DataFrame, big: DataFrame, only: bool = False) -> tuple[DataFrame, DataFrame]:
+    """Split big blocks: synthetic records by a hash of their key, originals replicated;
+    with ``only``, the records of the big blocks alone."""
     table = F.broadcast(big)
-    s = syn.join(table, _BLOCK_ID, "left").withColumn(
+    how = "inner" if only else "left"
+    s = syn.join(table, _BLOCK_ID, how).withColumn(
         _SALT,
         F.when(F.col(_NSPLIT).isNull(), F.lit(0)).otherwise(
             F.pmod(F.xxhash64(F.col(_KEY)), F.col(_NSPLIT)).cast("int")
         ),
     )
-    o = orig.join(table, _BLOCK_ID, "left").withColumn(
+    o = orig.join(table, _BLOCK_ID, how).withColumn(
         _SALT,
         F.explode(
             F.when(F.col(_NSPLIT).isNull(), F.array(F.lit(0))).otherwise(
@@ -1051,6 +1079,20 @@ class _Side:
         return len(self.ids)
 
 
+@dataclass
+class _Run:
+    """What the rows of one (sub-)block have shown so far, while :func:`_map_blocks`
+    streams them: its sizes, the first check hash, whether another one came (two
+    blocks share the id) and whether it is too big for the first pass."""
+
+    key: tuple[int, int]  # (block id, sub-block)
+    n_o: int = 0
+    n_s: int = 0
+    check: int | None = None
+    shared: bool = False
+    big: bool = False
+
+
 #: A per-block function: (originals, synthetic records, candidate pairs of the whole
 #: block) -> output columns.
 _BlockFn = Callable[[_Side, _Side, float], dict[str, np.ndarray]]
@@ -1070,7 +1112,8 @@ def _stacked_blocks(
     scoring 1e6 records per side. Unless some block is split, the rows are sorted by
     the block id alone, one 64-bit key that Spark radix-sorts (a sort by block,
     sub-block and side took a comparison sort, 0.5 s instead of 0.2 s on 1.85e6 rows),
-    and the constant sub-block and pair count are neither shuffled nor sent to Python.
+    and the constant sub-block and pair count are neither shuffled nor sent to Python;
+    the check hash is, for the first pass to find ids that two blocks share.
     The partition count is explicit because adaptive execution would coalesce the
     shuffle to partitions of equal bytes (2-3 on two cores at 1e6 rows), while the cost
     of scoring a block grows faster than its size: a few uneven tasks left a core idle
@@ -1078,7 +1121,7 @@ def _stacked_blocks(
     """
     if not split:
         return (
-            stacked_sides(orig, syn, [_BLOCK_ID, _KEY, *tcols], _SIDE)
+            stacked_sides(orig, syn, [_BLOCK_ID, _CHECK_HASH, _KEY, *tcols], _SIDE)
             .repartition(tasks, _BLOCK_ID)
             .sortWithinPartitions(_BLOCK_ID)
         )
@@ -1090,12 +1133,32 @@ def _stacked_blocks(
     )
 
 
-def _map_blocks(blocks: DataFrame, fn: _BlockFn, schema: str, tcols: Sequence[str], integral_key: bool) -> DataFrame:
+def _map_blocks(
+    blocks: DataFrame,
+    fn: _BlockFn,
+    schema: str,
+    tcols: Sequence[str],
+    integral_key: bool,
+    split_rows: int | None = None,
+) -> DataFrame:
     """``fn`` applied to every (block, sub-block) of :func:`_stacked_blocks` holding a
-    synthetic record, its outputs as rows of ``schema``."""
+    synthetic record, its outputs as rows of ``schema`` plus the meta columns
+    (``_META_SCHEMA``, null on these rows).
+
+    With ``split_rows`` this is a first pass over unsplit blocks, which does the work a
+    separate pass over the data did before (at 1e6 records per side it cost 0.85 s of a
+    session's first run of 6.8 s, medians of three): per block it adds one meta row with
+    the block's id and sizes, from which :func:`_figure_aggregates` computes the block
+    figures. A block with more than ``split_rows`` synthetic records is not buffered
+    and not scored: its meta row marks it big, for a second pass over it, split
+    (:func:`_big_blocks`, :func:`_salted`). An id whose rows carry different check
+    hashes belongs to two blocks: it is not scored either, and its meta row tells the
+    caller to hash again with another seed.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    out_schema = to_arrow_schema(T._parse_datatype_string(schema))
+    out_schema = to_arrow_schema(T._parse_datatype_string(f"{schema}, {_META_SCHEMA}"))
+    meta_names = (_META, _M_BLOCK, _M_NO, _M_NS)
     names = list(tcols)
 
     def sides(table: Any) -> tuple[_Side, _Side, float | None]:
@@ -1115,43 +1178,75 @@ def _map_blocks(blocks: DataFrame, fn: _BlockFn, schema: str, tcols: Sequence[st
 
         out: list[dict[str, np.ndarray]] = []
         out_rows = 0
+        meta: list[tuple[int, int, int, int]] = []
         pending: list[Any] = []  # slices of the current (sub-)block
 
-        def finish() -> None:
+        def finish(g: _Run) -> None:
             nonlocal out_rows
-            o, s, bp = sides(pa.Table.from_batches(pending))
-            if not len(s):
+            if g.shared:
+                meta.append((_SHARED_ID, g.key[0], g.n_o, g.n_s))
+                return
+            if not g.n_s:
                 return  # nobody attacks these originals
+            if g.big:
+                meta.append((_BIG_BLOCK, g.key[0], g.n_o, g.n_s))
+                return
+            o, s, bp = sides(pa.Table.from_batches(pending))
             cols = fn(o, s, float(len(o)) * float(len(s)) if bp is None else float(bp))
             out.append(cols)
             out_rows += len(next(iter(cols.values()), ()))
+            if split_rows is not None:
+                meta.append((_SCORED_BLOCK, g.key[0], g.n_o, g.n_s))
 
-        def flushed() -> Any:
-            nonlocal out, out_rows
-            arrays = [pa.array(np.concatenate([c[f.name] for c in out]), type=f.type) for f in out_schema]
-            out, out_rows = [], 0
-            return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+        def flushed() -> Iterator[Any]:
+            nonlocal out, out_rows, meta
+            if out:
+                yield pa.RecordBatch.from_arrays([
+                    pa.nulls(out_rows, f.type) if f.name in meta_names
+                    else pa.array(np.concatenate([c[f.name] for c in out]), type=f.type)
+                    for f in out_schema
+                ], schema=out_schema)
+            if meta:
+                columns = dict(zip(meta_names, zip(*meta)))
+                yield pa.RecordBatch.from_arrays([
+                    pa.array(columns[f.name], type=f.type) if f.name in meta_names else pa.nulls(len(meta), f.type)
+                    for f in out_schema
+                ], schema=out_schema)
+            out, out_rows, meta = [], 0, []
 
-        current: tuple[int, int] | None = None
+        group: _Run | None = None
         for batch in batches:
             bid = batch.column(_BLOCK_ID).to_numpy()
             salt = batch.column(_SALT).to_numpy() if _SALT in batch.schema.names else np.zeros_like(bid)
+            synthetic = batch.column(_SIDE).to_numpy()
+            check = batch.column(_CHECK_HASH).to_numpy() if split_rows is not None else None
             cuts = np.flatnonzero((bid[1:] != bid[:-1]) | (salt[1:] != salt[:-1])) + 1
             for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(bid)]):
-                group = (int(bid[start]), int(salt[start]))
-                if group != current and pending:
-                    finish()
-                    pending = []
-                    if out_rows >= _FLUSH_ROWS:
-                        yield flushed()
-                current = group
-                pending.append(batch.slice(start, stop - start))
-        if pending:
-            finish()
-        if out:
-            yield flushed()
+                key = (int(bid[start]), int(salt[start]))
+                if group is None or key != group.key:
+                    if group is not None:
+                        finish(group)
+                        pending = []
+                        if out_rows >= _FLUSH_ROWS:
+                            yield from flushed()
+                    group = _Run(key)
+                n_s = int(synthetic[start:stop].sum())
+                group.n_s += n_s
+                group.n_o += stop - start - n_s
+                if check is not None:
+                    if group.check is None:
+                        group.check = int(check[start])
+                    group.shared = group.shared or bool((check[start:stop] != group.check).any())
+                    group.big = group.n_s > split_rows
+                if group.shared or group.big:
+                    pending = []  # not scored: nothing to keep
+                else:
+                    pending.append(batch.slice(start, stop - start))
+        if group is not None:
+            finish(group)
+        yield from flushed()
 
-    return blocks.mapInArrow(run, schema)
+    return blocks.mapInArrow(run, f"{schema}, {_META_SCHEMA}")
 
 
 # --------------------------------------------------------------------------
@@ -1159,12 +1254,13 @@ def _map_blocks(blocks: DataFrame, fn: _BlockFn, schema: str, tcols: Sequence[st
 # --------------------------------------------------------------------------
 
 
-def _weighted_scaling(
-    blocks: DataFrame, tcols: Sequence[str], integral_key: bool, n_pairs: int
-) -> tuple[np.ndarray, float]:
+def _ranges(
+    blocks: DataFrame, tcols: Sequence[str], integral_key: bool, split_rows: int | None = None
+) -> tuple[np.ndarray, np.ndarray, dict[str, int] | None]:
+    """Per target, the smallest and largest |x - y| over the candidate pairs of
+    ``blocks`` (NaN where there is none), for ``lk.weighted_scaling``; with
+    ``split_rows`` a first pass (:func:`_map_blocks`), which also gives the block figures."""
     p = len(tcols)
-    if n_pairs == 0:  # no candidate pair anywhere: the scale is never used
-        return np.ones(p), 0.0
     columns = [f"lo{j}" for j in range(p)] + [f"hi{j}" for j in range(p)]
 
     def ranges(o: _Side, s: _Side, block_pairs: float) -> dict[str, np.ndarray]:
@@ -1178,14 +1274,19 @@ def _weighted_scaling(
             row[f"hi{j}"] = np.array([lk.max_abs_diff(xo.min(), xo.max(), xs.min(), xs.max())])
         return row
 
+    first = split_rows is not None
     row = (
-        _map_blocks(blocks, ranges, ", ".join(f"{c} double" for c in columns), tcols, integral_key)
-        .agg(*[F.min(f"lo{j}").alias(f"lo{j}") for j in range(p)], *[F.max(f"hi{j}").alias(f"hi{j}") for j in range(p)])
+        _map_blocks(blocks, ranges, ", ".join(f"{c} double" for c in columns), tcols, integral_key, split_rows)
+        .agg(
+            *[F.min(f"lo{j}").alias(f"lo{j}") for j in range(p)],
+            *[F.max(f"hi{j}").alias(f"hi{j}") for j in range(p)],
+            *(_figure_aggregates() if first else []),
+        )
         .collect()[0]
     )
     lo = np.array([row[f"lo{j}"] for j in range(p)], dtype=np.float64)
     hi = np.array([row[f"hi{j}"] for j in range(p)], dtype=np.float64)
-    return lk.weighted_scaling(lo, hi)
+    return lo, hi, _figures(row) if first else None
 
 
 # --------------------------------------------------------------------------
@@ -1289,18 +1390,23 @@ def _hist_confidence(code: int, r: lk.BruteForceResult) -> _HistPart:
     return _hist(code, _K_CONF, g["m"].to_numpy(), np.zeros(len(g), dtype=np.int64), g["conf"].to_numpy(), g["n"].to_numpy())
 
 
-def _collect_histograms(scored: DataFrame) -> tuple[list[tuple[int, int, int, int, int]], dict[int, int]]:
-    """The bounded histograms (all kinds but confidence) and the size of each confidence
-    histogram, as one aggregated row: at 1e6 records per side three jobs after the
-    scoring stage (0.26 s), where a union of the two took four (0.45 s)."""
-    conf = F.col("kind") == _K_CONF
+def _collect_histograms(scored: DataFrame) -> tuple[list[tuple[int, int, int, int, int]], dict[int, int], dict[str, int]]:
+    """The bounded histograms (all kinds but confidence), the size of each confidence
+    histogram and the block figures of a first pass's meta rows (:func:`_figures`), as
+    one aggregated row: at 1e6 records per side three jobs after the scoring stage
+    (0.26 s), where a union of the two histograms took four (0.45 s)."""
+    hist, conf = F.col(_META).isNull(), F.col("kind") == _K_CONF
     row = scored.agg(
-        F.collect_list(F.when(~conf, F.struct("method", "kind", "a", "b", "n"))).alias("small"),
-        *(F.count(F.when(conf & (F.col("method") == code), 1)).alias(f"conf{code}") for code in (_MAHALANOBIS, _WEIGHTED)),
+        F.collect_list(F.when(hist & ~conf, F.struct("method", "kind", "a", "b", "n"))).alias("small"),
+        *(
+            F.count(F.when(hist & conf & (F.col("method") == code), 1)).alias(f"conf{code}")
+            for code in (_MAHALANOBIS, _WEIGHTED)
+        ),
+        *_figure_aggregates(),
     ).collect()[0]
     small = sorted((r["method"], r["kind"], r["a"], r["b"], r["n"]) for r in row["small"])
     n_conf = {code: int(row[f"conf{code}"]) for code in (_MAHALANOBIS, _WEIGHTED)}
-    return small, n_conf
+    return small, n_conf, _figures(row)
 
 
 def _summarize(
