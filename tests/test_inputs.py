@@ -209,6 +209,26 @@ def test_parquet_and_orc_files_are_read_again_not_cached(spark, tmp_path):
     assert not rereads_cheaply(Source(table="db.original"))  # may be a view over anything
 
 
+def test_persist_aggregate_lets_the_cache_coalesce_and_restores_the_setting(spark, sql_conf):
+    """A cached aggregate keeps spark.sql.shuffle.partitions partitions unless the cache
+    may change its output partitioning; persist_aggregate allows that for its one call."""
+    from privacy_eval.frames import _CACHED_PARTITIONING, persist_aggregate
+
+    sql_conf({"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.enabled": "true"})
+    before = spark.conf.get(_CACHED_PARTITIONING)
+    plain = spark.range(100).groupBy((F.col("id") % 3).alias("g")).count().persist()
+    small = persist_aggregate(spark.range(100).groupBy((F.col("id") % 4).alias("g")).count())
+    try:
+        assert sorted(r["count"] for r in plain.collect()) == [33, 33, 34]
+        assert sorted(r["count"] for r in small.collect()) == [25, 25, 25, 25]
+        assert plain.rdd.getNumPartitions() == 8
+        assert small.rdd.getNumPartitions() == 1
+        assert small.is_cached and spark.conf.get(_CACHED_PARTITIONING) == before
+    finally:
+        plain.unpersist()
+        small.unpersist()
+
+
 def test_collect_grouped_by_key_restores_the_session_setting(spark):
     from privacy_eval.frames import _BYPASS_PARTIAL, collect_grouped_by_key
 
