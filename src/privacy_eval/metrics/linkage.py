@@ -106,7 +106,7 @@ from pyspark.sql import types as T
 from privacy_eval import linkage_kernel as lk
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import INTERNAL_PREFIX, collect_grouped_by_key, null_flagged, persist_aggregate, qcol, stacked_sides
+from privacy_eval.frames import INTERNAL_PREFIX, null_flagged, persist_aggregate, qcol, stacked_sides
 
 __all__ = [
     "METHODS",
