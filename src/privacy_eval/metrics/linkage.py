@@ -506,7 +506,7 @@ def linkage_attack(
         first: DataFrame | None = None
         for attempt in range(_BLOCK_ID_ATTEMPTS):
             orig_b, syn_b = _with_block_ids(orig, syn, bcols, attempt)
-            unsplit = _stacked_blocks(orig_b, syn_b, tcols, tasks, split=False)
+            unsplit = _stacked_blocks(orig_b, syn_b, tcols, tasks, split=False, check=True)
             if "weighted" in methods:
                 lo, hi, pre = _ranges(unsplit, tcols, integral_key, split_rows)
             else:
@@ -526,21 +526,23 @@ def linkage_attack(
         orig, syn = orig_b, syn_b
 
         # ---- 5. big blocks, split: the ranges and the scoring of what the first pass left
-        big = None
+        big = big_only = None
         if pre["big"]:
             big = _big_blocks(orig, syn, split_rows).persist()
             persisted.append(big)
+            big_only = _stacked_blocks(*_salted(orig, syn, big, only=True), tcols, tasks, split=True)
         if "weighted" in methods:
-            if big is not None:
-                lo_big, hi_big, _ = _ranges(
-                    _stacked_blocks(*_salted(orig, syn, big, only=True), tcols, tasks, split=True), tcols, integral_key
-                )
+            if big_only is not None:
+                lo_big, hi_big, _ = _ranges(big_only, tcols, integral_key)
                 lo, hi = np.fmin(lo, lo_big), np.fmax(hi, hi_big)
             mult, offset = lk.weighted_scaling(lo, hi) if pre["pairs"] else (np.ones(p), 0.0)
-            blocks = _stacked_blocks(*_salted(orig, syn, big), tcols, tasks, split=True) if big is not None else unsplit
+            if big is not None:
+                blocks = _stacked_blocks(*_salted(orig, syn, big), tcols, tasks, split=True)
+            else:  # as the first pass, without the check hash it no longer needs
+                blocks = _stacked_blocks(orig, syn, tcols, tasks, split=False)
             scored = scoring(blocks, scorer(mult, offset))
-        elif big is not None:
-            big_only = _stacked_blocks(*_salted(orig, syn, big, only=True), tcols, tasks, split=True)
+        elif big_only is not None:
+            assert first is not None
             scored = first.unionByName(scoring(big_only, scorer()))
         else:
             scored = first
@@ -994,9 +996,8 @@ def _figure_aggregates() -> list[Column]:
 
 
 def _figures(row: Any) -> dict[str, int]:
-    """:func:`_figure_aggregates` of a collected row, by name."""
-    names = ("shared", "blocks", "with", "pairs", "largest_pairs", "smallest_pairs", "largest_o", "largest_s", "big")
-    return {name: int(row[f"f_{name}"] or 0) for name in names}
+    """:func:`_figure_aggregates` of a collected row, by name (without the ``f_``)."""
+    return {name[2:]: int(value or 0) for name, value in row.asDict().items() if name.startswith("f_")}
 
 
 def _big_blocks(orig: DataFrame, syn: DataFrame, split_rows: int) -> DataFrame:
@@ -1101,7 +1102,7 @@ _FLUSH_ROWS = 1 << 16
 
 
 def _stacked_blocks(
-    orig: DataFrame, syn: DataFrame, tcols: Sequence[str], tasks: int, split: bool
+    orig: DataFrame, syn: DataFrame, tcols: Sequence[str], tasks: int, split: bool, check: bool = False
 ) -> DataFrame:
     """Both sides in one frame, the rows of each (block, sub-block) next to each other
     in one partition; with ``split``, the sides come from :func:`_salted`.
@@ -1112,8 +1113,9 @@ def _stacked_blocks(
     scoring 1e6 records per side. Unless some block is split, the rows are sorted by
     the block id alone, one 64-bit key that Spark radix-sorts (a sort by block,
     sub-block and side took a comparison sort, 0.5 s instead of 0.2 s on 1.85e6 rows),
-    and the constant sub-block and pair count are neither shuffled nor sent to Python;
-    the check hash is, for the first pass to find ids that two blocks share.
+    and the constant sub-block and pair count are neither shuffled nor sent to Python.
+    With ``check`` (a first pass) the check hash goes along, to find ids that two blocks
+    share.
     The partition count is explicit because adaptive execution would coalesce the
     shuffle to partitions of equal bytes (2-3 on two cores at 1e6 rows), while the cost
     of scoring a block grows faster than its size: a few uneven tasks left a core idle
@@ -1121,7 +1123,7 @@ def _stacked_blocks(
     """
     if not split:
         return (
-            stacked_sides(orig, syn, [_BLOCK_ID, _CHECK_HASH, _KEY, *tcols], _SIDE)
+            stacked_sides(orig, syn, [_BLOCK_ID, *([_CHECK_HASH] if check else []), _KEY, *tcols], _SIDE)
             .repartition(tasks, _BLOCK_ID)
             .sortWithinPartitions(_BLOCK_ID)
         )
