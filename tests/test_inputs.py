@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import Source
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import KEY, POSITION, prepare_inputs, read_table
+from privacy_eval.inputs import KEY, POSITION, _from_slice_sums, _long_slices, prepare_inputs, read_table
 
 
 def frames(spark, rows_o, schema_o, rows_s, schema_s):
@@ -155,16 +155,19 @@ def test_paired_keys_are_counted_by_the_key_check(spark):
 
 
 def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
-    """The caller's aggregates run over each side as returned: x is int in the original
-    and long in the synthetic table, y text made numbers by a configured cast. Their
-    values come back per side, next to the profile, and the fingerprint is unchanged."""
+    """The caller's aggregates run over each side as returned, with the per-row columns
+    they add: x is int in the original and long in the synthetic table, y text made
+    numbers by a configured cast. Their values come back per side, next to the profile,
+    and the fingerprint is unchanged."""
     o, s = frames(spark, [(1, 2, "1.5"), (2, 3, "2.5")], "id long, x int, y string",
                   [(1, 10, "4"), (2, 20, None), (3, 30, "8")], "id long, x long, y string")
     seen = []
 
     def aggregates(frame):
         seen.append({f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name in ("x", "y")})
-        return {"x_sum": F.sum("x"), "y_sum": F.sum("y"), "y_null": F.count(F.when(F.col("y").isNull(), 1))}
+        # A per-row column of its own, which the aggregates then read by name.
+        flagged = frame.select("*", F.col("y").isNull().alias("y_missing"))
+        return flagged, {"x_sum": F.sum("x"), "y_sum": F.sum("y"), "y_null": F.count(F.when(F.col("y_missing"), 1))}
 
     plain = prepare_inputs(o, s, row_key="id", cast={"y": "double"})
     inputs = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=aggregates)
@@ -178,6 +181,19 @@ def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
     assert nothing.side_aggregates is None
     for done in (plain, inputs, nothing):
         done.unpersist()
+
+
+def test_row_hashes_are_summed_exactly_beyond_the_range_of_a_long(spark):
+    """The fingerprint sums 64-bit row hashes; the slices' long sums recombine to the
+    exact total, here far outside what one long sum could hold (Python's integers are
+    the expectation)."""
+    values = [2**63 - 1, 2**63 - 1, 2**63 - 1, -(2**63), -1, 0, 1, 123456789012345678, -(2**62) - 7, 2**44, 2**22 - 1]
+    frame = spark.createDataFrame([(v,) for v in values], "h long")
+    row = frame.agg(*(F.sum(part).alias(f"s{k}") for k, part in enumerate(_long_slices(F.col("h"))))).collect()[0]
+    assert _from_slice_sums([row[f"s{k}"] for k in range(3)]) == sum(values)
+    for v in values:  # and each value alone
+        one = spark.createDataFrame([(v,)], "h long").select(*_long_slices(F.col("h"))).collect()[0]
+        assert _from_slice_sums(list(one)) == v
 
 
 def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):

@@ -857,7 +857,9 @@ def _target_values(config: LinkageConfig, frame: DataFrame) -> list[Column] | No
 # --------------------------------------------------------------------------
 
 
-def side_statistics(config: LinkageConfig) -> Callable[[DataFrame], dict[str, Column] | None]:
+def side_statistics(
+    config: LinkageConfig,
+) -> Callable[[DataFrame], tuple[DataFrame, dict[str, Column]] | None]:
     """For ``prepare_inputs(side_aggregates=...)``: the attack's per-side statistics as
     aggregates of the first pass over the data; pass the result's ``side_aggregates`` to
     ``linkage_attack(side_stats=...)``: the attack then makes no pass of its own over
@@ -865,15 +867,21 @@ def side_statistics(config: LinkageConfig) -> Callable[[DataFrame], dict[str, Co
     9.07 s, medians of ten). None while a target is missing or not a number: the
     attack's own validation then says so."""
 
-    def aggregates(frame: DataFrame) -> dict[str, Column] | None:
+    def aggregates(frame: DataFrame) -> tuple[DataFrame, dict[str, Column]] | None:
         xs = _target_values(config, frame)
-        return None if xs is None else _stat_aggregates(xs)
+        return None if xs is None else _stat_aggregates(frame, xs)
 
     return aggregates
 
 
-def _stat_aggregates(xs: Sequence[Column]) -> dict[str, Column]:
-    """Null/NaN/inf counts per target and the moments of the complete records, by name.
+def _stat_aggregates(frame: DataFrame, xs: Sequence[Column]) -> tuple[DataFrame, dict[str, Column]]:
+    """``frame`` with per-record columns the statistics need, and over it, by name: the
+    null/NaN/inf counts per target and the moments of the complete records.
+
+    The per-record flags and masked values are columns of their own, computed once per
+    record, rather than expressions repeated inside the aggregates (the completeness
+    test sat in 21 of them): at 1e6 records per side the pass's tasks took 0.63 s of
+    CPU instead of 0.80 s (medians of four runs).
 
     Native aggregates: Spark's ``avg`` and ``covar_pop`` update centred moments record
     by record and merge partial results with the same formulas as
@@ -881,27 +889,33 @@ def _stat_aggregates(xs: Sequence[Column]) -> dict[str, Column]:
     they save starting Python workers and moving every record to them.
     """
     p = len(xs)
-    complete = _all_finite(xs)
-    x = [F.when(complete, c) for c in xs]
-    return {
+    ok = [f"{_P}ok{j}" for j in range(p)]
+    x = [f"{_P}x{j}" for j in range(p)]
+    complete = _P + "complete"
+    flagged = frame.select(
+        "*", *(_finite(c).alias(name) for c, name in zip(xs, ok)), *(c.alias(name) for c, name in zip(xs, x))
+    )
+    every = functools.reduce(lambda a, b: a & b, [F.col(name) for name in ok])
+    masked = flagged.select(
+        *(qcol(c) for c in frame.columns), *(F.col(name) for name in ok), every.alias(complete),
+        *(F.when(every, F.col(name)).alias(name) for name in x),
+    )
+    v = [F.col(name) for name in x]
+    return masked, {
         "n_rows": F.count(F.lit(1)),
-        "n_incomplete": F.count(F.when(~complete, 1)),
-        **{f"bad{j}": F.count(F.when(~_finite(c), 1)) for j, c in enumerate(xs)},
-        **{f"mean{j}": F.avg(v) for j, v in enumerate(x)},
-        **{f"cov{j}_{k}": F.covar_pop(x[j], x[k]) for j in range(p) for k in range(j, p)},
-        **{f"min{j}": F.min(v) for j, v in enumerate(x)},
-        **{f"max{j}": F.max(v) for j, v in enumerate(x)},
+        "n_incomplete": F.count(F.when(~F.col(complete), 1)),
+        **{f"bad{j}": F.count(F.when(~F.col(name), 1)) for j, name in enumerate(ok)},
+        **{f"mean{j}": F.avg(v[j]) for j in range(p)},
+        **{f"cov{j}_{k}": F.covar_pop(v[j], v[k]) for j in range(p) for k in range(j, p)},
+        **{f"min{j}": F.min(v[j]) for j in range(p)},
+        **{f"max{j}": F.max(v[j]) for j in range(p)},
     }
 
 
 def _side_stats(orig: DataFrame, syn: DataFrame, tcols: Sequence[str]) -> dict[int, dict[str, Any]]:
     """:func:`_stats_from_values` of both sides, from one aggregation over both."""
-    rows = (
-        stacked_sides(orig, syn, tcols, _SIDE)
-        .groupBy(_SIDE)
-        .agg(*(c.alias(name) for name, c in _stat_aggregates([F.col(c) for c in tcols]).items()))
-        .collect()
-    )
+    stacked, aggregates = _stat_aggregates(stacked_sides(orig, syn, tcols, _SIDE), [F.col(c) for c in tcols])
+    rows = stacked.groupBy(_SIDE).agg(*(c.alias(name) for name, c in aggregates.items())).collect()
     values = {r[_SIDE]: r.asDict() for r in rows}
     return {side: _stats_from_values(values.get(side), len(tcols)) for side in (0, 1)}
 
