@@ -40,7 +40,7 @@ SPARK_ERRORS = (PySparkException, Py4JJavaError)
 _LIKELY_SEPARATORS = (",", ";", "\t", "|")
 # `prepare_inputs(side_aggregates=...)`: a side's frame -> (that frame with the per-row
 # columns the aggregates need, named aggregates over it), or None.
-SideAggregates = Callable[[DataFrame], "tuple[DataFrame, dict[str, Column]] | None"]
+SideAggregates = Callable[[DataFrame], tuple[DataFrame, dict[str, Column]] | None]
 # The first bytes of every file of the binary formats. Spark finds out that a file is
 # not one inside a task, whose failure goes to the log with the file's last bytes.
 _MAGIC = {"parquet": b"PAR1", "orc": b"ORC"}
@@ -543,7 +543,7 @@ def _profiles(
     extras: dict[str, dict[str, Column]] = {side: {} for side in frames}
     extended = {side: side_aggregates(view) for side, view in views.items()} if side_aggregates else {}
     if extended and all(e is not None for e in extended.values()):
-        for side, (view, aggregates) in extended.items():  # type: ignore[misc]
+        for side, (view, aggregates) in extended.items():
             views[side], extras[side] = view, aggregates
     with_extras = any(extras.values())
 

@@ -95,7 +95,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -107,6 +107,9 @@ from privacy_eval import linkage_kernel as lk
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
 from privacy_eval.frames import INTERNAL_PREFIX, null_flagged, persist_aggregate, qcol, stacked_sides
+
+if TYPE_CHECKING:  # the scoring workers import this module: keep them off the input code
+    from privacy_eval.inputs import SideAggregates
 
 __all__ = [
     "METHODS",
@@ -857,9 +860,7 @@ def _target_values(config: LinkageConfig, frame: DataFrame) -> list[Column] | No
 # --------------------------------------------------------------------------
 
 
-def side_statistics(
-    config: LinkageConfig,
-) -> Callable[[DataFrame], tuple[DataFrame, dict[str, Column]] | None]:
+def side_statistics(config: LinkageConfig) -> SideAggregates:
     """For ``prepare_inputs(side_aggregates=...)``: the attack's per-side statistics as
     aggregates of the first pass over the data; pass the result's ``side_aggregates`` to
     ``linkage_attack(side_stats=...)``: the attack then makes no pass of its own over
