@@ -893,13 +893,10 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[Column]) -> tuple[DataFrame,
     ok = [f"{_P}ok{j}" for j in range(p)]
     x = [f"{_P}x{j}" for j in range(p)]
     complete = _P + "complete"
-    flagged = frame.select(
-        "*", *(_finite(c).alias(name) for c, name in zip(xs, ok)), *(c.alias(name) for c, name in zip(xs, x))
-    )
-    every = functools.reduce(lambda a, b: a & b, [F.col(name) for name in ok])
-    masked = flagged.select(
-        *(qcol(c) for c in frame.columns), *(F.col(name) for name in ok), every.alias(complete),
-        *(F.when(every, F.col(name)).alias(name) for name in x),
+    masked = (
+        frame.select("*", *(_finite(c).alias(name) for c, name in zip(xs, ok)), *(c.alias(name) for c, name in zip(xs, x)))
+        .withColumn(complete, functools.reduce(lambda a, b: a & b, [F.col(name) for name in ok]))
+        .withColumns({name: F.when(F.col(complete), F.col(name)) for name in x})
     )
     v = [F.col(name) for name in x]
     return masked, {
