@@ -217,7 +217,8 @@ class PeakMemory:
 
 def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, float]:
     """Single-process reference: same analytic success rate, blocks by pandas groupby."""
-    from privacy_eval import linkage_kernel as lk
+    from privacy_eval.linkage import kernel as lk
+    from tests.support.linkage_oracle import concat_block_results, summarize_linkage
 
     def work():
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
@@ -237,15 +238,15 @@ def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, flo
         for block, rows_s in groups_s.items():
             rows_o = groups_o.get(block, np.array([], dtype=np.int64))
             results.append(lk.evaluate_block_kdtree(ido[rows_o], xo[rows_o], ids[rows_s], xs[rows_s], max_k=10, p=2))
-        r = lk.concat_block_results(results)
-        return lk.summarize_linkage(r.n_candidates, r.n_better, r.true_tie_size, capped=r.capped).success_analytic
+        r = concat_block_results(results)
+        return summarize_linkage(r.n_candidates, r.n_better, r.true_tie_size, capped=r.capped).success_analytic
     return timed(work)
 
 
 def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[float, float]:
     from privacy_eval.config import LinkageConfig
-    from privacy_eval.inputs import KEY, prepare_inputs
-    from privacy_eval.metrics.linkage import complete_targets, linkage_attack, side_statistics
+    from privacy_eval.inputs import prepare_inputs
+    from privacy_eval.linkage import complete_targets, linkage_attack, side_statistics
 
     config = LinkageConfig(targets=LINK_TARGETS, blocking=LINK_BLOCKING, methods=["mahalanobis"],
                            drop_incomplete=True)
@@ -256,10 +257,10 @@ def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[flo
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
         inputs = prepare_inputs(spark.read.parquet(str(original_path)).select(*cols),
                                 spark.read.parquet(str(synthetic_path)).select(*cols), row_key="id", cache=(),
-                                paired_where=complete_targets(config), side_aggregates=side_statistics(config))
+                                paired_where=complete_targets(config), side_aggregates=side_statistics(config),
+                                prepared_for=config)
         try:
-            return linkage_attack(inputs.original, inputs.synthetic, KEY, config, true_pairs=inputs.n_paired_where,
-                                  side_stats=inputs.side_aggregates).methods["mahalanobis"].success_rate
+            return linkage_attack(inputs, config).methods["mahalanobis"].success_rate
         finally:
             inputs.unpersist()
     return timed(work)

@@ -1,5 +1,5 @@
-"""One SparkSession for the whole test session, configured for small data (see
-spark-practices.md §2a.6): one shuffle partition, no UI, no adaptive execution."""
+"""One SparkSession for the whole test session, configured for small data (tiny
+tables start faster that way): one shuffle partition, no UI, no adaptive execution."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def _pass_through(batches: Iterator[Any]) -> Iterator[Any]:
 
 def _arm_kernel() -> None:
     """Wrap the kernel functions that only the linkage's block passes call in workers."""
-    from privacy_eval import linkage_kernel as lk
+    from privacy_eval.linkage.kernel import blocks, weighted
 
     def armed(point: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -85,8 +85,11 @@ def _arm_kernel() -> None:
             return result
         return call
 
-    lk.min_abs_diff_sorted = armed("mapInArrow-scaling", lk.min_abs_diff_sorted)
-    lk.evaluate_block_bruteforce = armed("mapInArrow-scoring", lk.evaluate_block_bruteforce)
+    # The per-block functions reach the workers pickled by value; the kernel functions
+    # they call are looked up by module and name there, so wrapping these attributes
+    # is enough.
+    weighted.min_abs_diff_sorted = armed("mapInArrow-scaling", weighted.min_abs_diff_sorted)
+    blocks.evaluate_block_bruteforce = armed("mapInArrow-scoring", blocks.evaluate_block_bruteforce)
 
 
 def _daemon() -> None:

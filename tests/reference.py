@@ -1,4 +1,4 @@
-"""A plain pandas/numpy implementation of metric-definitions.md §1–3.
+"""A plain pandas/numpy implementation of the exact metrics of docs/metrics.md.
 
 Independent of the Spark code on purpose: it shares no function with src/, so a
 mistake in one is caught by the other. Used by the tests and by scripts/bench.

@@ -1,12 +1,12 @@
-"""A single-process numpy reference of the linkage attack (metric-definitions.md §4).
+"""A single-process numpy reference of the linkage attack (docs/metrics.md, Linkage attack).
 
-Independent of the Spark plumbing in ``privacy_eval.metrics.linkage`` on purpose: it
+Independent of the Spark plumbing in ``privacy_eval.linkage`` on purpose: it
 scores every candidate pair explicitly (Mahalanobis as the quadratic form
 ``sqrt(δᵀ S⁻¹ δ)`` with ``numpy.linalg.inv``, no whitening; weighted as the literal
 sum of range-normalised |x - y|), finds candidates with a pandas group-by on the
 blocking columns (``dropna=False``: null blocks together), and only borrows the
 kernel's per-record reduction (``reduce_value_matrix``: snapping, N_BETTER, tie size,
-eccentricity) and its summary/PR arithmetic, which have their own golden-fixture tests.
+eccentricity) and the test-only summary/PR arithmetic of tests/support/linkage_oracle.py, which have their own golden-fixture tests.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from privacy_eval import linkage_kernel as lk
+from privacy_eval.linkage import kernel as lk
+
+from .support import linkage_oracle as oracle
 
 TOL = 1.4901161193847656e-08
 
@@ -119,8 +121,8 @@ def linkage_reference(
         parts.append(lk.reduce_value_matrix(vals, true_col, tol=tol, confidence="margin"))
     fields = lk.RecordReduction.__dataclass_fields__
     red = lk.RecordReduction(**{f: np.concatenate([getattr(x, f) for x in parts]) for f in fields})
-    summary = lk.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size, top_k=top_k)
-    pr = lk.precision_recall(red.confidence, red.risk)
+    summary = oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size, top_k=top_k)
+    pr = oracle.precision_recall(red.confidence, red.risk)
     return {
         "success": summary.success_analytic,
         "baseline": summary.baseline_random,

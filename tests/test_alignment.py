@@ -1,4 +1,4 @@
-"""The alignment sanity check (privacy_eval.metrics.alignment) on the bundled real
+"""The alignment sanity check (privacy_eval.alignment) on the bundled real
 releases, read as the job reads them, and on a hand-computed fixture."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from privacy_eval.config import Config, load_config
 from privacy_eval.evaluation import load_inputs
 from privacy_eval.inputs import KEY, POSITION, EvaluationInputs, prepare_inputs, read_table
-from privacy_eval.metrics import alignment as A
-from privacy_eval.metrics.alignment import alignment_check, with_random_partner
+from privacy_eval import alignment as A
+from privacy_eval.alignment import alignment_check, with_random_partner
 
 from .conftest import DATA, ROOT
 

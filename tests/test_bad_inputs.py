@@ -1,6 +1,6 @@
 """Bad inputs through the real entry point: each exits 2 with exactly one `error:` line
 naming the key, file or column at fault, no traceback, and results tables left byte for
-byte as they were (CONTRACT.md "Running"). And the odd inputs that must simply work.
+byte as they were (docs/interface.md, "Exit codes"). And the odd inputs that must simply work.
 
 The cases run the entry script in-process (tests/jobrun.py) against a warehouse seeded
 by one successful run; one case goes through a real spark-submit.

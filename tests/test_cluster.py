@@ -84,7 +84,7 @@ def base_env(scratch: Path) -> dict[str, str]:
         SPARK_LOCAL_DIRS=str(scratch),
         SPARK_DAEMON_MEMORY="512m",
         # Every JVM here (daemons, driver, executors) runs seconds on tiny data: the C1
-        # compiler alone starts faster (spark-practices.md §2a.6). Test setting only.
+        # compiler alone starts faster. Test setting only.
         JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1",
     )
     return env

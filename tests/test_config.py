@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from privacy_eval.config import DEFAULT_TOLERANCE, load_config
+from privacy_eval.config import (
+    DEFAULT_TOLERANCE,
+    KnowledgeProtectionConfig,
+    LinkageConfig,
+    MetricsConfig,
+    ResultsConfig,
+    RowDirectMatchConfig,
+    load_config,
+)
 from privacy_eval.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,3 +140,38 @@ def test_unreadable_and_invalid_files(tmp_path):
     bad.write_text("dataset: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+# A notebook building a configuration by hand gets the error a YAML file gets.
+@pytest.mark.parametrize(
+    "build, change, message",
+    [
+        (lambda: LinkageConfig(targets=[]), {"metrics": {"linkage": {"targets": []}}},
+         "key 'metrics.linkage.targets' must not be empty"),
+        (lambda: LinkageConfig(targets=["a", "a"]), {"metrics": {"linkage": {"targets": ["a", "a"]}}},
+         "key 'metrics.linkage.targets' lists a column twice"),
+        (lambda: LinkageConfig(targets=["a"], ridge=-1.0), {"metrics": {"linkage": {"targets": ["a"], "ridge": -1}}},
+         "key 'metrics.linkage.ridge' must not be negative, and must be finite"),
+        (lambda: LinkageConfig(targets=["a"], target=2.0), {"metrics": {"linkage": {"targets": ["a"], "target": 2}}},
+         "key 'metrics.linkage.target' must lie in 0..1 (a success rate)"),
+        (lambda: KnowledgeProtectionConfig(known_variables=[]),
+         {"metrics": {"knowledge_protection": {"known_variables": []}}},
+         "key 'metrics.knowledge_protection.known_variables' must not be empty"),
+        (lambda: KnowledgeProtectionConfig(known_variables=["a"], bin_width={"b": 1.0}),
+         {"metrics": {"knowledge_protection": {"known_variables": ["a"], "bin_width": {"b": 1.0}}}},
+         "key 'metrics.knowledge_protection.bin_width.b' names a column that is not a known variable"),
+        (lambda: RowDirectMatchConfig(target=120.0), {"metrics": {"row_direct_match": {"target": 120}}},
+         "key 'metrics.row_direct_match.target' must lie in 0..100 (percent)"),
+        (lambda: MetricsConfig(), {"metrics": {}}, "key 'metrics' must name at least one metric"),
+        (lambda: ResultsConfig(database="my-db"), {"results": {"database": "my-db"}},
+         "key 'results.database' must be letters, digits and underscores, not starting with a digit"),
+    ],
+)
+def test_hand_built_configs_fail_as_yaml_does(tmp_path, build, change, message):
+    with pytest.raises(ConfigError) as by_hand:
+        build()
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **change}))
+    with pytest.raises(ConfigError) as from_yaml:
+        load_config(path)
+    assert str(by_hand.value) == str(from_yaml.value) == message

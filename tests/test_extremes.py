@@ -17,8 +17,8 @@ from privacy_eval.config import (
 )
 from privacy_eval.errors import InputError
 from privacy_eval.evaluation import Evaluation, evaluate_inputs
-from privacy_eval.inputs import KEY, EvaluationInputs, prepare_inputs
-from privacy_eval.metrics.linkage import linkage_attack
+from privacy_eval.inputs import EvaluationInputs, prepare_inputs
+from privacy_eval.linkage import linkage_attack
 
 from . import reference
 from .reference_linkage import linkage_reference
@@ -105,7 +105,7 @@ def test_every_row_the_same(spark):
     inputs = prepared(spark, original, synthetic)
     try:
         with pytest.raises(InputError, match="fewer than 2 distinct original records"):
-            linkage_attack(inputs.original, inputs.synthetic, KEY, LinkageConfig(targets=["x", "y"]))
+            linkage_attack(inputs, LinkageConfig(targets=["x", "y"]))
     finally:
         inputs.unpersist()
 
@@ -167,8 +167,7 @@ def test_one_block_holding_every_record(spark):
     targets = ["a", "b", "c"]
     inputs = prepared(spark, original, synthetic)
     try:
-        result = linkage_attack(inputs.original, inputs.synthetic, KEY, LinkageConfig(targets=targets, top_k=[1, 5]),
-                                split_rows=64)
+        result = linkage_attack(inputs, LinkageConfig(targets=targets, top_k=[1, 5]), split_rows=64)
     finally:
         inputs.unpersist()
     assert (result.n_blocks, result.n_split_blocks) == (1, 1)

@@ -9,7 +9,8 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import Source
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import KEY, POSITION, _from_slice_sums, _long_slices, prepare_inputs, read_table
+from privacy_eval.frames import from_slice_sums as _from_slice_sums, long_slices as _long_slices
+from privacy_eval.inputs import KEY, POSITION, prepare_inputs, read_table
 
 
 def frames(spark, rows_o, schema_o, rows_s, schema_s):

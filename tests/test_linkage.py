@@ -2,12 +2,13 @@
 a hand-computed fixture, and every user-facing error and warning.
 
 The reference (tests/reference_linkage.py) scores every candidate pair explicitly and
-groups blocks with pandas; the Spark path whitens, co-groups, uses kd-trees or brute
-force per block and reduces histograms. Rates are compared to 1e-12.
+groups blocks with pandas; the Spark path whitens, streams the blocks, uses kd-trees or
+brute force per block and reduces histograms. Rates are compared to 1e-12.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -17,9 +18,11 @@ import pytest
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import KEY, prepare_inputs
-from privacy_eval.metrics import linkage as L
-from privacy_eval.metrics.linkage import linkage_attack
+from privacy_eval.inputs import prepare_inputs
+from privacy_eval.linkage import blocking, evaluation, prepare, scoring
+from privacy_eval.linkage import names as N
+from privacy_eval.linkage import complete_targets, linkage_attack, side_statistics
+from privacy_eval.linkage.prepare import SideStats
 from .reference_linkage import linkage_reference
 
 TOP_K = [1, 2, 5, 10]
@@ -102,6 +105,20 @@ def cfg(**kw) -> LinkageConfig:
     return LinkageConfig(**base)
 
 
+def prepared(so, ss, config: LinkageConfig | None = None, **kw):
+    """Inputs as the job prepares them (nothing cached); with ``config``, also the
+    attack's true pairs and per-side statistics for that configuration."""
+    hints = {} if config is None else dict(
+        paired_where=complete_targets(config), side_aggregates=side_statistics(config), prepared_for=config
+    )
+    return prepare_inputs(so, ss, row_key="id", cache=(), **hints, **kw)
+
+
+def attack(so, ss, config: LinkageConfig, **kw):
+    """The attack on two tables with row key ``id``, without hints."""
+    return linkage_attack(prepared(so, ss), config, **kw)
+
+
 def assert_same(a, b, path="details"):
     """Recursive equality: ints, strings and bools exactly, floats to 1e-12 relative."""
     if isinstance(a, dict):
@@ -144,8 +161,8 @@ def blocked(spark):
     o, s = blocked_data()
     so, ss = frames(spark, o, s)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)  # full sweep, to compare with the reference row by row
-        result = linkage_attack(so, ss, "id", cfg())
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)  # full sweep, to compare with the reference row by row
+        result = attack(so, ss, cfg())
     return o, s, so, ss, result
 
 
@@ -155,8 +172,8 @@ def blocked_maha(blocked):
     methods it is the weighted method's ranges)."""
     _, _, so, ss, _ = blocked
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        return linkage_attack(so, ss, "id", cfg(methods=["mahalanobis"]))
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        return attack(so, ss, cfg(methods=["mahalanobis"]))
 
 
 def base_for(blocked, blocked_maha, methods):
@@ -225,8 +242,8 @@ def test_partitioning_does_not_change_anything(spark, sql_conf, blocked):
     _, _, so, ss, base = blocked
     sql_conf({"spark.sql.shuffle.partitions": "16"})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        other = linkage_attack(so.repartition(7), ss.repartition(5), "id", cfg())
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        other = attack(so.repartition(7), ss.repartition(5), cfg())
     for m in base.methods:  # rates come from integer counts: exactly equal
         assert other.methods[m].success_rate == base.methods[m].success_rate
         assert other.methods[m].top_k == base.methods[m].top_k
@@ -263,9 +280,9 @@ def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
     _, _, so, ss, base = blocked
     sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        mp.setattr(L, "_FLUSH_ROWS", 1)
-        streamed = linkage_attack(so, ss, "id", cfg(), split_rows=11)
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(scoring, "_FLUSH_ROWS", 1)
+        streamed = attack(so, ss, cfg(), split_rows=11)
     d_streamed, d_base = streamed.details(), base.details()
     assert streamed.n_split_blocks > 0
     for d in (d_streamed, d_base):
@@ -280,8 +297,8 @@ def test_split_blocks_give_identical_results(blocked, blocked_maha, methods):
     _, _, so, ss, _ = blocked
     base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        split = linkage_attack(so, ss, "id", cfg(methods=methods), split_rows=7)
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        split = attack(so, ss, cfg(methods=methods), split_rows=7)
     assert split.n_split_blocks == 6  # every block but the 4-record one
     d_split, d_base = split.details(), base.details()
     for d in (d_split, d_base):
@@ -300,11 +317,11 @@ def test_colliding_block_ids_are_rehashed(blocked, blocked_maha, methods):
     _, _, so, ss, _ = blocked
     base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        real = L._block_id
-        mp.setattr(L, "_block_id", lambda bcols, attempt: F.lit(7).cast("long") if attempt == 0 else real(bcols, attempt))
-        collided = linkage_attack(so, ss, "id", cfg(methods=methods))
-        collided_split = linkage_attack(so, ss, "id", cfg(methods=methods), split_rows=7)
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        real = blocking.block_id
+        mp.setattr(blocking, "block_id", lambda bcols, attempt: F.lit(7).cast("long") if attempt == 0 else real(bcols, attempt))
+        collided = attack(so, ss, cfg(methods=methods))
+        collided_split = attack(so, ss, cfg(methods=methods), split_rows=7)
     assert_same(collided.details(), base.details())
     d_split, d_base = collided_split.details(), base.details()
     for d in (d_split, d_base):
@@ -322,7 +339,7 @@ def test_only_two_blocks_sharing_an_id_are_noticed(blocked, blocked_maha, method
     _, _, so, ss, _ = blocked
     base = base_for(blocked, blocked_maha, methods)
     attempts = []
-    real = L._block_id
+    real = blocking.block_id
 
     def block_id(bcols, attempt):
         attempts.append(attempt)
@@ -331,9 +348,9 @@ def test_only_two_blocks_sharing_an_id_are_noticed(blocked, blocked_maha, method
         return F.when(F.col(bcols[0]).isin("val_x", "val_orphan"), F.lit(7).cast("long")).otherwise(real(bcols, 0))
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        mp.setattr(L, "_block_id", block_id)
-        shared = linkage_attack(so, ss, "id", cfg(methods=methods))
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(blocking, "block_id", block_id)
+        shared = attack(so, ss, cfg(methods=methods))
     assert attempts == [0, 1]
     assert_same(shared.details(), base.details())
 
@@ -343,27 +360,27 @@ def test_side_statistics_of_the_first_pass_replace_the_attack_s_own(blocked):
     pass over the data (side_aggregates); given them, the attack makes no pass of its
     own and its results are identical. The moments agree with numpy."""
     o, s, so, ss, base = blocked
-    inputs = prepare_inputs(so, ss, row_key="id", side_aggregates=L.side_statistics(cfg()))
+    inputs = prepare_inputs(so, ss, row_key="id", side_aggregates=side_statistics(cfg()), prepared_for=cfg())
     try:
         for side, frame in (("original", o), ("synthetic", s)):
-            stats = L._stats_from_values(inputs.side_aggregates[side], len(TARGETS))
+            stats = SideStats.from_values(inputs.side_aggregates[side], len(TARGETS))
             x = frame[TARGETS].to_numpy(float)
-            assert (stats["n_rows"], stats["n_incomplete"]) == (len(frame), 0)
-            np.testing.assert_allclose(stats["moments"].mean, x.mean(axis=0), rtol=1e-12)
+            assert (stats.n_rows, stats.n_incomplete) == (len(frame), 0)
+            np.testing.assert_allclose(stats.moments.mean, x.mean(axis=0), rtol=1e-12)
             cov = np.cov(x.T, ddof=1)
-            np.testing.assert_allclose(stats["moments"].covariance()[1], cov, rtol=0, atol=1e-12 * np.abs(cov).max())
-            np.testing.assert_array_equal(stats["moments"].col_min, x.min(axis=0))
+            np.testing.assert_allclose(stats.moments.covariance()[1], cov, rtol=0, atol=1e-12 * np.abs(cov).max())
+            np.testing.assert_array_equal(stats.moments.col_min, x.min(axis=0))
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-            mp.setattr(L, "_side_stats", lambda *a: pytest.fail("a pass of its own although side_stats was given"))
-            hinted = linkage_attack(inputs.original, inputs.synthetic, KEY, cfg(), side_stats=inputs.side_aggregates)
+            mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+            mp.setattr(prepare, "measure_sides", lambda *a: pytest.fail("a pass of its own although side_stats was given"))
+            hinted = linkage_attack(inputs, cfg())
+        with pytest.raises(ValueError, match="side_stats must be"):
+            linkage_attack(dataclasses.replace(inputs, side_aggregates={"original": {}}), cfg())
     finally:
         inputs.unpersist()
     assert_same(hinted.details(), base.details())
-    with pytest.raises(ValueError, match="side_stats must be"):
-        linkage_attack(so, ss, "id", cfg(), side_stats={"original": {}})
     # a target the attack will refuse: no statistics, the attack's validation says why
-    bad = prepare_inputs(so, ss, row_key="id", side_aggregates=L.side_statistics(cfg(targets=["a", "g1"])))
+    bad = prepare_inputs(so, ss, row_key="id", side_aggregates=side_statistics(cfg(targets=["a", "g1"])))
     assert bad.side_aggregates is None
     bad.unpersist()
 
@@ -374,18 +391,29 @@ def test_true_pairs_counted_by_the_key_check_replace_the_key_join(blocked):
     o, s, so, ss, base = blocked
     paired = len(set(o["id"]) & set(s["id"]))  # counted independently of Spark
     assert base.n_true_pairs == paired and base.n_true_pairs_kept < paired  # the join path
-    inputs = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(cfg()))
+    inputs = prepare_inputs(so, ss, row_key="id", cache=(), paired_where=complete_targets(cfg()), prepared_for=cfg())
     assert inputs.n_paired_where == inputs.n_paired_keys == paired
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "PR_EXACT_LIMIT", 100_000)
-        mp.setattr(L, "_true_pairs", lambda *a: pytest.fail("joined on the key although true_pairs was given"))
-        hinted = linkage_attack(so, ss, "id", cfg(), true_pairs=inputs.n_paired_where)
-    inputs.unpersist()
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(blocking, "true_pairs", lambda *a: pytest.fail("joined on the key although true_pairs was given"))
+        hinted = linkage_attack(inputs, cfg())
     assert_same(hinted.details(), base.details())
     with pytest.raises(ValueError, match="true_pairs=3 cannot be right"):
-        linkage_attack(so, ss, "id", cfg(), true_pairs=3)  # fewer than the pairs scoring kept
+        linkage_attack(dataclasses.replace(inputs, n_paired_where=3), cfg())  # fewer than the pairs scoring kept
     with pytest.raises(ValueError, match="non-negative integer"):
-        linkage_attack(so, ss, "id", cfg(), true_pairs=-1)
+        linkage_attack(dataclasses.replace(inputs, n_paired_where=-1), cfg())
+
+
+def test_hints_prepared_for_another_configuration_are_ignored(blocked):
+    """Figures counted for another configuration are not this attack's: it computes its
+    own (here a wrong count would be refused if it were used)."""
+    _, _, so, ss, base = blocked
+    inputs = prepare_inputs(so, ss, row_key="id", cache=(), paired_where=complete_targets(cfg()), prepared_for=cfg())
+    other = dataclasses.replace(inputs, n_paired_where=3, prepared_for=cfg(top_k=[1]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        unhinted = linkage_attack(other, cfg())
+    assert_same(unhinted.details(), base.details())
 
 
 def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
@@ -402,7 +430,7 @@ def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
         (8, 80, 5, 1.0, 0), (8, 81, 50, 2.0, 1),  # one id, two blocks
     ]
     frame = spark.createDataFrame(
-        rows, f"{L._BLOCK_ID} long, {L._CHECK_HASH} long, {L._KEY} long, t0 double, {L._SIDE} int"
+        rows, f"{N.BLOCK_ID} long, {N.CHECK_HASH} long, {N.KEY} long, t0 double, {N.SIDE} int"
     ).coalesce(1)
 
     def fn(o, s, pairs):
@@ -414,9 +442,9 @@ def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
 
     schema = "n_o long, n_s long, pairs double, keys_o long, keys_s long, x_s double"
     fields = ["n_o", "n_s", "pairs", "keys_o", "keys_s", "x_s"]
-    meta = [L._META, L._M_BLOCK, L._M_NO, L._M_NS]
+    meta = [N.META, N.M_BLOCK, N.M_NO, N.M_NS]
     sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
-    got = L._map_blocks(frame, fn, schema, ["t0"], integral_key=True).orderBy("keys_s").collect()
+    got = scoring.map_blocks(frame, fn, schema, ["t0"], integral_key=True).orderBy("keys_s").collect()
     assert [tuple(r[f] for f in fields) for r in got] == [  # (originals, synthetic, pairs, key sums, target sum)
         (0, 1, 0.0, 0, 20, 3.0),
         (2, 2, 4.0, 3, 21, 3.0),
@@ -425,20 +453,20 @@ def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
     ]
     assert all(r[m] is None for r in got for m in meta)
 
-    first = L._map_blocks(frame, fn, schema, ["t0"], integral_key=True, split_rows=1).collect()
-    scored = sorted(tuple(r[f] for f in fields) for r in first if r[L._META] is None)
+    first = scoring.map_blocks(frame, fn, schema, ["t0"], integral_key=True, split_rows=1).collect()
+    scored = sorted(tuple(r[f] for f in fields) for r in first if r[N.META] is None)
     assert scored == [(0, 1, 0.0, 0, 20, 3.0), (1, 1, 1.0, 4, 40, 4.0)]
-    assert all(r[m] is None for r in first if r[L._META] is None for m in meta)
-    assert all(r[f] is None for r in first if r[L._META] is not None for f in fields)
-    assert sorted(tuple(r[m] for m in meta) for r in first if r[L._META] is not None) == [
-        (L._SCORED_BLOCK, 4, 1, 1), (L._SCORED_BLOCK, 9, 0, 1), (L._BIG_BLOCK, 7, 2, 2), (L._SHARED_ID, 8, 1, 1),
+    assert all(r[m] is None for r in first if r[N.META] is None for m in meta)
+    assert all(r[f] is None for r in first if r[N.META] is not None for f in fields)
+    assert sorted(tuple(r[m] for m in meta) for r in first if r[N.META] is not None) == [
+        (N.SCORED_BLOCK, 4, 1, 1), (N.SCORED_BLOCK, 9, 0, 1), (N.BIG_BLOCK, 7, 2, 2), (N.SHARED_ID, 8, 1, 1),
     ]
 
 
 def test_kdtree_path_equals_brute_force(blocked):
     """Bound 0: every block with candidates goes through the kd-tree (and is split)."""
     _, _, so, ss, base = blocked
-    kd = linkage_attack(so, ss, "id", cfg(), max_pairs_per_block_for_confidence=0, split_rows=11)
+    kd = attack(so, ss, cfg(), max_pairs_per_block_for_confidence=0, split_rows=11)
     for m, r in kd.methods.items():
         b = base.methods[m]
         assert (r.success_rate, r.baseline_random, r.top_k, r.max_risk, r.n_true_missing) == (
@@ -452,8 +480,8 @@ def test_kdtree_path_equals_brute_force(blocked):
 
 def test_long_precision_recall_is_summarised_at_thresholds(blocked, monkeypatch):
     o, s, so, ss, base = blocked
-    monkeypatch.setattr(L, "PR_EXACT_LIMIT", 20)
-    coarse = linkage_attack(so, ss, "id", cfg(methods=["weighted"]))
+    monkeypatch.setattr(evaluation, "PR_EXACT_LIMIT", 20)
+    coarse = attack(so, ss, cfg(methods=["weighted"]))
     conf, full = coarse.methods["weighted"].confidence, base.methods["weighted"].confidence
     assert not conf.exact and 3 <= len(conf.rows) < len(full.rows)
     by_threshold = {row[0]: row for row in full.rows}
@@ -498,7 +526,7 @@ def test_scoring_output_is_cached_only_when_some_block_is_scored_pair_by_pair(sp
             config = LinkageConfig(targets=["u", "v"], methods=list(methods))
             for bound in (40 * 40 - 1, 40 * 40):
                 calls.clear()
-                results[methods, bound] = linkage_attack(so, ss, "id", config, max_pairs_per_block_for_confidence=bound)
+                results[methods, bound] = attack(so, ss, config, max_pairs_per_block_for_confidence=bound)
                 counts[methods, bound] = len(calls)
     assert counts == {
         (("mahalanobis", "weighted"), 40 * 40 - 1): 0, (("mahalanobis", "weighted"), 40 * 40): 1,
@@ -524,8 +552,8 @@ def test_mahalanobis_invariant_under_invertible_linear_map(spark):
 
     schema = "id long, u double, v double"
     conf = LinkageConfig(targets=["u", "v"], methods=["mahalanobis"], ridge=0.0, top_k=[1, 3])
-    r1 = linkage_attack(*frames(spark, o, s, schema), "id", conf).methods["mahalanobis"]
-    r2 = linkage_attack(*frames(spark, mapped(o), mapped(s), schema), "id", conf).methods["mahalanobis"]
+    r1 = attack(*frames(spark, o, s, schema), conf).methods["mahalanobis"]
+    r2 = attack(*frames(spark, mapped(o), mapped(s), schema), conf).methods["mahalanobis"]
     assert 0.1 < r1.success_rate < 0.9
     assert r2.success_rate == r1.success_rate and r2.top_k == r1.top_k and r2.max_risk == r1.max_risk
 
@@ -533,7 +561,7 @@ def test_mahalanobis_invariant_under_invertible_linear_map(spark):
 def test_one_target_is_abs_difference_over_sd(spark):
     o, s = continuous_data(seed=5)
     conf = LinkageConfig(targets=["u"], methods=["mahalanobis"], ridge=0.0, top_k=[1, 3])
-    result = linkage_attack(*frames(spark, o, s, "id long, u double, v double"), "id", conf)
+    result = attack(*frames(spark, o, s, "id long, u double, v double"), conf)
     ref = linkage_reference(o, s, "id", ["u"], method="mahalanobis", ridge=0.0, top_k=[1, 3], single_column_sd=True)
     assert_matches_reference(result.methods["mahalanobis"], ref)
     assert result.condition_number == 1.0
@@ -545,7 +573,7 @@ def test_cov_from_anon_and_pooled(spark, cov_from):
     o, s = continuous_data(n=80, seed=9)
     s["v"] = s["v"] * 3.0  # a synthetic side with another spread, so the choice matters
     conf = LinkageConfig(targets=["u", "v"], methods=["mahalanobis"], cov_from=cov_from, top_k=[1, 5])
-    result = linkage_attack(*frames(spark, o, s, "id long, u double, v double"), "id", conf)
+    result = attack(*frames(spark, o, s, "id long, u double, v double"), conf)
     ref = linkage_reference(o, s, "id", ["u", "v"], method="mahalanobis", cov_from=cov_from, top_k=[1, 5])
     assert_matches_reference(result.methods["mahalanobis"], ref)
     assert result.cov_from == cov_from and result.details()["cov_from"] == cov_from
@@ -557,7 +585,7 @@ def test_f1_uniq3_tied3_by_hand(spark):
     rows = [(i + 1, x) for i, x in enumerate(v)]
     so = spark.createDataFrame(rows, "id long, V double")
     ss = spark.createDataFrame(rows, "id long, V double")
-    result = linkage_attack(so, ss, "id", LinkageConfig(targets=["V"], top_k=[1, 2, 3, 6, 7]))
+    result = attack(so, ss, LinkageConfig(targets=["V"], top_k=[1, 2, 3, 6, 7]))
     for m in ("mahalanobis", "weighted"):
         r = result.methods[m]
         assert r.success_rate == pytest.approx(4 / 6, abs=1e-15)
@@ -590,8 +618,8 @@ def test_weighted_equals_direct_normalised_sum(spark):
         group = np.flatnonzero(np.isclose(score[i], best, rtol=0, atol=1e-12))
         risk.append(1.0 / group.size if i in group else 0.0)
         hit2.append(1.0 if (score[i] < score[i, i]).sum() < 2 else 0.0)  # no ties in this data
-    result = linkage_attack(
-        *frames(spark, o, s, "id string, x double, y double"), "id",
+    result = attack(
+        *frames(spark, o, s, "id string, x double, y double"),
         LinkageConfig(targets=["x", "y"], methods=["weighted"], top_k=[1, 2]),
     )
     r = result.methods["weighted"]
@@ -612,6 +640,15 @@ def small_frames(spark):
     return spark.createDataFrame(rows, schema), spark.createDataFrame(rows, schema)
 
 
+def unchecked_config(**kw) -> LinkageConfig:
+    """A LinkageConfig holding ``kw`` without its own checks (which refuse some of these
+    values first): the attack checks again, for configurations built by other means."""
+    config = LinkageConfig(targets=["a"])
+    for name, value in kw.items():
+        object.__setattr__(config, name, value)
+    return config
+
+
 @pytest.mark.parametrize(
     "kw, words",
     [
@@ -628,7 +665,7 @@ def small_frames(spark):
 def test_configuration_errors_name_the_column(small_frames, kw, words):
     so, ss = small_frames
     with pytest.raises(InputError) as err:
-        linkage_attack(so, ss, "id", LinkageConfig(**kw))
+        attack(so, ss, unchecked_config(**kw))
     for w in words:
         assert w in str(err.value)
     assert "val_" not in str(err.value)
@@ -641,10 +678,10 @@ def test_null_and_nan_targets_are_refused(spark):
     with_nan = [(1, 1.0, float("nan")), (2, 3.0, 1.0), (3, 5.0, float("nan"))]
     conf = LinkageConfig(targets=["a", "b"])
     with pytest.raises(InputError) as err:
-        linkage_attack(spark.createDataFrame(with_null, schema), spark.createDataFrame(good, schema), "id", conf)
+        attack(spark.createDataFrame(with_null, schema), spark.createDataFrame(good, schema), conf)
     assert "'a'" in str(err.value) and "1 null/NaN" in str(err.value) and "drop_incomplete" in str(err.value)
     with pytest.raises(InputError) as err:
-        linkage_attack(spark.createDataFrame(good, schema), spark.createDataFrame(with_nan, schema), "id", conf)
+        attack(spark.createDataFrame(good, schema), spark.createDataFrame(with_nan, schema), conf)
     assert "'b'" in str(err.value) and "0 null/NaN" in str(err.value) and "2 in the synthetic" in str(err.value)
 
 
@@ -654,9 +691,9 @@ def test_fewer_than_two_distinct_originals(spark):
     same = spark.createDataFrame([(1, 1.0, 2.0), (2, 1.0, 2.0), (3, 1.0, 2.0)], schema)
     syn = spark.createDataFrame([(1, 1.0, 2.5), (2, 1.5, 2.0)], schema)
     with pytest.raises(InputError, match="at least 2 original records"):
-        linkage_attack(one, syn, "id", LinkageConfig(targets=["a", "b"]))
+        attack(one, syn, LinkageConfig(targets=["a", "b"]))
     with pytest.raises(InputError, match="fewer than 2 distinct original records") as err:
-        linkage_attack(same, syn, "id", LinkageConfig(targets=["a", "b"]))
+        attack(same, syn, LinkageConfig(targets=["a", "b"]))
     assert "'a'" in str(err.value) and "'b'" in str(err.value)
 
 
@@ -666,7 +703,7 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     s.loc[[2, 3], "v"] = np.nan  # keys 2, 3
     schema = "id long, u double, v double"
     so, ss = frames(spark, o, s, schema)
-    result = linkage_attack(so, ss, "id", LinkageConfig(targets=["u", "v"], drop_incomplete=True))
+    result = attack(so, ss, LinkageConfig(targets=["u", "v"], drop_incomplete=True))
     assert (result.dropped_incomplete_original, result.dropped_incomplete_synthetic) == (3, 2)
     assert (result.n_original, result.n_synthetic) == (37, 38)
     ref = linkage_reference(o.dropna(), s.dropna(), "id", ["u", "v"], method="mahalanobis", top_k=[1, 5, 10])
@@ -680,19 +717,20 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     assert result.n_true_pairs == 36
     config = LinkageConfig(targets=["u", "v"], drop_incomplete=True)
     inputs = prepare_inputs(
-        so, ss, row_key="id", paired_where=L.complete_targets(config), side_aggregates=L.side_statistics(config)
+        so, ss, row_key="id", paired_where=complete_targets(config), side_aggregates=side_statistics(config),
+        prepared_for=config,
     )
     assert (inputs.n_paired_keys, inputs.n_paired_where) == (40, 36)
     # the first pass counted the incomplete records the attack drops, and its moments
     # are those of the complete ones
-    stats = L._stats_from_values(inputs.side_aggregates["original"], 2)
-    assert (stats["n_rows"], stats["n_incomplete"], stats["moments"].n) == (40, 3, 37)
-    np.testing.assert_allclose(stats["moments"].mean, o.dropna()[["u", "v"]].mean().to_numpy(), rtol=1e-12)
-    hinted = linkage_attack(so, ss, "id", config, true_pairs=inputs.n_paired_where, side_stats=inputs.side_aggregates)
+    stats = SideStats.from_values(inputs.side_aggregates["original"], 2)
+    assert (stats.n_rows, stats.n_incomplete, stats.moments.n) == (40, 3, 37)
+    np.testing.assert_allclose(stats.moments.mean, o.dropna()[["u", "v"]].mean().to_numpy(), rtol=1e-12)
+    hinted = linkage_attack(inputs, config)
     inputs.unpersist()
     assert_same(hinted.details(), result.details())
     # a target the attack will refuse: the key check counts nothing, and says so
-    bad = prepare_inputs(so, ss, row_key="id", paired_where=L.complete_targets(LinkageConfig(targets=["u", "w"])))
+    bad = prepare_inputs(so, ss, row_key="id", paired_where=complete_targets(LinkageConfig(targets=["u", "w"])))
     assert bad.n_paired_where is None and bad.n_paired_keys == 40
     bad.unpersist()
 
@@ -701,7 +739,7 @@ def test_no_truth_among_candidates_is_not_measurable(spark):
     o, s = continuous_data(n=30, seed=2)
     o["g"], s["g"] = "val_left", "val_right"
     schema = "id long, u double, v double, g string"
-    result = linkage_attack(*frames(spark, o, s, schema), "id", LinkageConfig(targets=["u", "v"], blocking=["g"]))
+    result = attack(*frames(spark, o, s, schema), LinkageConfig(targets=["u", "v"], blocking=["g"]))
     for r in result.methods.values():
         assert r.status == "not_measurable" and r.value is None
         assert r.truth_coverage == 0.0 and r.n_zero_candidate == 30 and r.success_rate == 0.0
@@ -723,8 +761,8 @@ def test_warnings_constant_column_ill_conditioning_and_weak_combinations(spark):
     s["A"] = a + rng.normal(scale=0.05, size=n)
     s["B"] = b + rng.normal(scale=0.05, size=n)
     s["C"] = 3.0 + rng.normal(scale=0.1, size=n)
-    result = linkage_attack(
-        *frames(spark, o, s, "id long, A double, B double, C double"), "id",
+    result = attack(
+        *frames(spark, o, s, "id long, A double, B double, C double"),
         LinkageConfig(targets=["A", "B", "C"], top_k=[1]),
     )
     mr, wr = result.methods["mahalanobis"], result.methods["weighted"]

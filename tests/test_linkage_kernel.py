@@ -1,7 +1,7 @@
 """Tests of the numpy/scipy linkage kernel against the reference's golden fixtures.
 
-Fixture numbers come from ``/work/shared/reference/linkage-semantics.md`` §7 and
-Appendix A (produced by the R package ``reidentify``).  Numbers printed there
+Fixture numbers are the R package ``reidentify``'s golden fixtures (docs/metrics.md,
+Linkage attack).  Numbers printed there
 with fewer than ten significant digits are checked to half a unit of their last
 printed digit; all others to 1e-9 or better.  The randomized checks compare the
 kd-tree path with the brute-force path *and* with a pure-Python re-statement of
@@ -18,7 +18,10 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from privacy_eval import linkage_kernel as lk
+from privacy_eval.linkage import kernel as lk
+from privacy_eval.linkage.kernel import kdtree
+
+from .support import linkage_oracle as oracle
 
 TOL = 1.4901161193847656e-08
 
@@ -54,7 +57,7 @@ def num_block(raw_v, anon_v, raw_ids=None, anon_ids=None, *, max_k=10, confidenc
 
 
 def summary_of(res, **kw):
-    return lk.summarize_linkage(res.n_candidates, res.n_better, res.true_tie_size, capped=res.capped, **kw)
+    return oracle.summarize_linkage(res.n_candidates, res.n_better, res.true_tie_size, capped=res.capped, **kw)
 
 
 def reference_counts(values: list[float], true_col: int, tol: float) -> tuple[int, int]:
@@ -87,25 +90,25 @@ def reference_topk(b: int, m: int, k: int) -> float:
 
 
 def test_f10_snapping_examples():
-    np.testing.assert_array_equal(lk.snap_tied_values([1, 1 + 1e-7, 1 + 2e-7, 5]), [1, 1 + 1e-7, 1 + 2e-7, 5])
-    np.testing.assert_array_equal(lk.snap_tied_values([1, 1 + 1e-12, 5]), [1, 1, 5])
-    np.testing.assert_array_equal(lk.snap_tied_values([1, np.inf, np.inf, 2]), [1, np.inf, np.inf, 2])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-7, 1 + 2e-7, 5]), [1, 1 + 1e-7, 1 + 2e-7, 5])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-12, 5]), [1, 1, 5])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, np.inf, np.inf, 2]), [1, np.inf, np.inf, 2])
     # single linkage: a chain of sub-tolerance steps fuses to its minimum, in any input order
     chain = [2 + 0.9 * TOL * 2 * i for i in range(6)]
-    np.testing.assert_array_equal(lk.snap_tied_values(chain[::-1]), [2.0] * 6)
+    np.testing.assert_array_equal(oracle.snap_tied_values(chain[::-1]), [2.0] * 6)
     # below 1 the tolerance is absolute
-    np.testing.assert_array_equal(lk.snap_tied_values([0.0, 0.9 * TOL, 3.0]), [0.0, 0.0, 3.0])
-    np.testing.assert_array_equal(lk.snap_tied_values([0.0, 1.1 * TOL]), [0.0, 1.1 * TOL])
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, 0.9 * TOL, 3.0]), [0.0, 0.0, 3.0])
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, 1.1 * TOL]), [0.0, 1.1 * TOL])
     # the boundary itself joins (<=): a gap of exactly tol * max(1, |a|, |b|)
-    np.testing.assert_array_equal(lk.snap_tied_values([0.0, TOL, 2.0]), [0.0, 0.0, 2.0])
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, TOL, 2.0]), [0.0, 0.0, 2.0])
     # tol = 0 keeps values; NaN never joins
-    np.testing.assert_array_equal(lk.snap_tied_values([1, 1 + 1e-12], tol=0), [1, 1 + 1e-12])
-    out = lk.snap_tied_values([np.nan, 1.0, 1.0 + 1e-12])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-12], tol=0), [1, 1 + 1e-12])
+    out = oracle.snap_tied_values([np.nan, 1.0, 1.0 + 1e-12])
     assert np.isnan(out[0]) and out[1] == out[2] == 1.0
     with pytest.raises(ValueError):
-        lk.snap_tied_values([1.0, 2.0], tol=-1)
+        oracle.snap_tied_values([1.0, 2.0], tol=-1)
     with pytest.raises(ValueError):
-        lk.snap_tied_values([1.0, 2.0], tol=np.inf)
+        oracle.snap_tied_values([1.0, 2.0], tol=np.inf)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +161,7 @@ def test_f1_uniq3_tied3_and_f26():
     close(bf.margin, [10, 10, 10, 0, 0, 0])
     for got, want in zip(bf.eccentricity, ["0.790569415", "1.224744871", "1.581138830", "0", "0", "0"]):
         assert_printed(got, want)
-    pr = lk.precision_recall(bf.confidence, bf.risk)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
     for got, want in zip(pr["threshold"], ["1.5811388", "1.2247449", "0.7905694", "0"]):
         assert_printed(got, want)
     np.testing.assert_array_equal(pr["n_attacked"], [1, 2, 3, 6])
@@ -167,7 +170,7 @@ def test_f1_uniq3_tied3_and_f26():
     # tie confidence: 2 rows
     bft = lk.evaluate_block_bruteforce(np.arange(1, 7), np.array(v, float)[:, None], np.arange(1, 7),
                                        np.array(v, float)[:, None], p=1, confidence="tie")
-    pr = lk.precision_recall(bft.confidence, bft.risk)
+    pr = oracle.precision_recall(bft.confidence, bft.risk)
     close(pr["threshold"], [1.0, 1 / 3])
     np.testing.assert_array_equal(pr["n_attacked"], [3, 6])
     close(pr["coverage"], [0.5, 1.0])
@@ -182,7 +185,7 @@ def test_f1_uniq3_tied3_and_f26():
     ids = np.arange(1, 7)
     a, r = np.repeat(ids, 6), np.tile(ids, 6)
     sc = np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])
-    close(lk.mode_baseline_from_pairs(a, r, sc), 1 / 6)
+    close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
 
 
 def test_f2_all_tied():
@@ -194,7 +197,7 @@ def test_f2_all_tied():
     close([s.success_analytic, s.baseline_random, s.lift, s.max_risk], [0.5, 1 / 6, 3, 0.5])
     close(list(s.top_k.values()), [0.5, 1, 1, 1, 1, 1])
     close(bf.confidence, [0] * 6)
-    pr = lk.precision_recall(bf.confidence, bf.risk)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
     assert pr["threshold"].tolist() == [0.0] and pr["n_attacked"].tolist() == [6]
     close([pr["coverage"][0], pr["precision"][0], pr["recall"][0]], [1, 0.5, 0.5])
     bft = lk.evaluate_block_bruteforce(np.arange(1, 7), np.array(v, float)[:, None], np.arange(1, 7),
@@ -206,7 +209,7 @@ def test_f2_all_tied():
     ids = np.arange(1, 7)
     a, r = np.repeat(ids, 6), np.tile(ids, 6)
     sc = np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])
-    close(lk.mode_baseline_from_pairs(a, r, sc), 1 / 6)
+    close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
 
 
 def test_f3_unique():
@@ -220,13 +223,13 @@ def test_f3_unique():
         assert_printed(got, want)
     for got, want in zip(bf.sd_score[:3], ["15.8113883", "11.4017543", "8.3666003"]):
         assert_printed(got, want)
-    pr = lk.precision_recall(bf.confidence, bf.risk)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
     for got, want in zip(pr["threshold"], ["1.1952286", "0.8770580", "0.6324555"]):
         assert_printed(got, want)
     np.testing.assert_array_equal(pr["n_attacked"], [1, 3, 5])
     ids = np.arange(1, 6)
     a, r = np.repeat(ids, 5), np.tile(ids, 5)
-    close(lk.mode_baseline_from_pairs(a, r, np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])), 0.2)
+    close(oracle.mode_baseline_from_pairs(a, r, np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])), 0.2)
 
 
 def test_f4_hand_count():
@@ -236,7 +239,7 @@ def test_f4_hand_count():
     for got, want in zip(bf.eccentricity, ["0.7745966692", "1.2247448714", "1.2247448714", "1.0820035616"]):
         assert_printed(got, want)
     assert bf.margin[3] == 8
-    pr = lk.precision_recall(bf.confidence, bf.risk)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
     for t, want in zip(pr["threshold"], ["1.2247449", "1.0820036", "0.7745967"]):
         assert_printed(t, want)
     np.testing.assert_array_equal(pr["n_attacked"], [2, 3, 4])
@@ -258,16 +261,16 @@ def test_f5_anon_without_raw_counterpart():
 
 
 def _pairs_summary(red):
-    return lk.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size)
+    return oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size)
 
 
 def test_f6_mode_baseline_best_most_often():
     raw = np.array([1, 99, 1, 99, 1, 99, 1, 99])
     anon = np.array([1, 1, 2, 2, 3, 3, 4, 4])
     sc = np.array([0, 5, 0, 5, 0, 5, 5, 0], float)
-    ids, red = lk.reduce_score_pairs(anon, raw, sc)
+    ids, red = oracle.reduce_score_pairs(anon, raw, sc)
     s = _pairs_summary(red)
-    close(lk.mode_baseline_from_pairs(anon, raw, sc), 0.25)
+    close(oracle.mode_baseline_from_pairs(anon, raw, sc), 0.25)
     close([s.baseline_random, s.success_analytic, s.lift], [0.125, 0.25, 2])
     assert s.n_true_missing == 3
 
@@ -275,22 +278,22 @@ def test_f6_mode_baseline_best_most_often():
 def test_f6b_mode_baseline_zero_and_orientation():
     raw = np.array([9, 1, 9, 2, 9, 3])
     anon = np.array([1, 1, 2, 2, 3, 3])
-    ids, red = lk.reduce_score_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float))
-    assert lk.mode_baseline_from_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float)) == 0
+    ids, red = oracle.reduce_score_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float))
+    assert oracle.mode_baseline_from_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float)) == 0
     close(_pairs_summary(red).baseline_random, 0.5)
     sim = np.array([100, 1, 100, 1, 100, 1], float)
-    assert lk.mode_baseline_from_pairs(anon, raw, sim, score_type="similarity") == 0
-    close(lk.mode_baseline_from_pairs(anon, raw, sim, score_type="distance"), 1 / 3)
+    assert oracle.mode_baseline_from_pairs(anon, raw, sim, score_type="similarity") == 0
+    close(oracle.mode_baseline_from_pairs(anon, raw, sim, score_type="distance"), 1 / 3)
     with pytest.raises(ValueError, match="score_type"):
-        lk.reduce_score_pairs(anon, raw, sim, score_type="cosine")
+        oracle.reduce_score_pairs(anon, raw, sim, score_type="cosine")
 
 
 def test_f7_random_baseline_with_missing_truth():
     raw = np.array([2, 3, 2, 3, 3, 4])
     anon = np.array([1, 1, 2, 2, 3, 3])
     sc = np.array([1, 2, 1, 2, 1, 2], float)
-    ids, red = lk.reduce_score_pairs(anon, raw, sc)
-    s = lk.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size, n_raw=3)
+    ids, red = oracle.reduce_score_pairs(anon, raw, sc)
+    s = oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size, n_raw=3)
     close([s.baseline_random, s.success_analytic, s.candidate_coverage], [1 / 3, 2 / 3, 6 / 9])
     assert s.n_true_missing == 1 and s.blocked is True
     order = np.lexsort((ids, -red.risk))
@@ -316,9 +319,9 @@ def test_f22_two_way_tie_and_duplicates_refused():
     raw = np.array([1, 2, 1, 2])
     sc = np.array([5, 5, 5, 5], float)
     with pytest.raises(ValueError, match="set"):
-        lk.reduce_score_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
+        oracle.reduce_score_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
     with pytest.raises(ValueError, match="set"):
-        lk.mode_baseline_from_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
+        oracle.mode_baseline_from_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
     ids = np.array([1, 2, 3, 3, 4, 5])
     x = np.arange(6, dtype=float)[:, None]
     for fn in (lk.evaluate_block_bruteforce, lambda *a, **k: lk.evaluate_block_kdtree(*a, max_k=1, **k)):
@@ -338,7 +341,7 @@ F11_ANON = np.array([[0.1, 0.2], [1.2, 1.8], [4.7, 3.4]])
 
 def _mahalanobis_matrix(raw, anon, cov, ridge):
     w = lk.whitening_from_covariance(cov, ridge)
-    return w, lk.pairwise_values(w.transform(raw), w.transform(anon))
+    return w, oracle.pairwise_values(w.transform(raw), w.transform(anon))
 
 
 def test_f11_mahalanobis_by_hand():
@@ -378,7 +381,7 @@ def test_f12_identity_exact_zeros():
     x = np.array([[1, 4], [2, 1], [3, 3], [4, 2]], dtype=float)
     w = lk.whitening_from_covariance(lk.Moments.from_array(x).covariance()[1], 0)
     z = w.transform(x)
-    d = lk.pairwise_values(z, z)
+    d = oracle.pairwise_values(z, z)
     assert np.all(np.diag(d) == 0.0)
     off = {(0, 1): 2.32992949004287, (0, 2): 1.55838744494796, (0, 3): 2.42015347801392,
            (1, 2): 2.17124059336724, (1, 3): 2.17124059336724, (2, 3): 0.925820099772552}
@@ -397,11 +400,11 @@ def test_f13_constant_column_and_errors():
     w = lk.whitening_from_covariance(cov, 0)
     assert w.dropped == (1,) and w.kept.tolist() == [True, False]
     z = w.transform(x)
-    d = lk.pairwise_values(z, z)
+    d = oracle.pairwise_values(z, z)
     delta = np.abs(x[:, 0][None, :] - x[:, 0][:, None])
     close(d, delta * 0.632455532033676, 1e-13)
     # the sums route detects the constant column exactly when given min/max
-    _, cov2 = lk.covariance_from_sums(5, x.sum(0), x.T @ x, col_min=x.min(0), col_max=x.max(0))
+    _, cov2 = oracle.covariance_from_sums(5, x.sum(0), x.T @ x, col_min=x.min(0), col_max=x.max(0))
     assert cov2[1, 1] == 0 and cov2[0, 1] == 0
     with pytest.raises(ValueError, match="constant"):
         lk.whitening_from_covariance(np.zeros((1, 1)), 0)
@@ -412,7 +415,7 @@ def test_f13_constant_column_and_errors():
     with pytest.raises(ValueError, match="at least 2 distinct records.*got 1"):
         lk.Moments.from_array(x[:1]).covariance()
     with pytest.raises(ValueError, match="at least 2"):
-        lk.covariance_from_sums(1, x[0], np.outer(x[0], x[0]))
+        oracle.covariance_from_sums(1, x[0], np.outer(x[0], x[0]))
     bad = x[:, :1].copy()
     bad[2, 0] = np.nan
     for fn in (lk.evaluate_block_bruteforce, lambda *a, **k: lk.evaluate_block_kdtree(*a, max_k=1, **k)):
@@ -469,7 +472,7 @@ def test_appendix_a_seed_example():
     w = lk.whitening_from_covariance(cov, 1e-6)
     assert w.condition_number == pytest.approx(45.21746096035358, rel=1e-13)
     zr, za = w.transform(xr), w.transform(xa)
-    d = lk.pairwise_values(zr, za)
+    d = oracle.pairwise_values(zr, za)
     assert d.sum() == pytest.approx(1550.5950645679532, rel=1e-13)
     # independent R-style route (§7 "independent check"): quadratic form with the inverse
     s = np.cov(xr.T, ddof=1)
@@ -496,7 +499,7 @@ def test_invariance_under_invertible_linear_map():
 
     def dist(r, s):
         w = lk.whitening_from_covariance(lk.Moments.from_array(r).covariance()[1], 0)
-        return lk.pairwise_values(w.transform(r), w.transform(s))
+        return oracle.pairwise_values(w.transform(r), w.transform(s))
 
     np.testing.assert_allclose(dist(raw @ a, anon @ a), dist(raw, anon), rtol=1e-9)
     # one target: |Δ| / sd(raw)
@@ -519,7 +522,7 @@ def test_moments_and_sums_agree_with_numpy():
     np.testing.assert_allclose(mean, x.mean(0), rtol=1e-14)
     shift = x[0]
     xs = x - shift
-    mean2, cov2 = lk.covariance_from_sums(len(x), xs.sum(0), xs.T @ xs, shift=shift)
+    mean2, cov2 = oracle.covariance_from_sums(len(x), xs.sum(0), xs.T @ xs, shift=shift)
     np.testing.assert_allclose(cov2, ref, rtol=0, atol=1e-8)
     np.testing.assert_allclose(mean2, x.mean(0), rtol=1e-14)
 
@@ -537,7 +540,7 @@ def test_f17_weighted_combination():
     hi = [lk.max_abs_diff(x[:, c].min(), x[:, c].max(), x[:, c].min(), x[:, c].max()) for c in range(2)]
     assert lo == [0, 0] and hi == [40, 2]
     mult, off = lk.weighted_scaling(lo, hi, [1, 2])
-    d = lk.pairwise_values(x * mult, x * mult, p=1, value_offset=off)
+    d = oracle.pairwise_values(x * mult, x * mult, p=1, value_offset=off)
     want = {(0, 1): 0.25, (0, 2): 1.5, (0, 3): 1.75, (0, 4): 3.0, (1, 2): 1.25, (1, 3): 1.5, (1, 4): 2.75,
             (2, 3): 0.25, (2, 4): 1.5, (3, 4): 1.25}
     assert np.all(np.diag(d) == 0)
@@ -567,7 +570,7 @@ def test_weighted_scaling_matches_normalised_sum_with_offset():
             for c in range(3)] == hi.tolist()
     ref = (w * (absd - lo) / (hi - lo)).sum(axis=2)  # §3.5 range normalisation, §3.6 weighted sum
     mult, off = lk.weighted_scaling(lo, hi, w)
-    got = lk.pairwise_values(raw * mult, anon * mult, p=1, value_offset=off)
+    got = oracle.pairwise_values(raw * mult, anon * mult, p=1, value_offset=off)
     close(got, ref, 1e-12)
     assert off > 0
     # zero range contributes 0 (reference: constant score normalises to all zeros)
@@ -612,7 +615,7 @@ def _blocked(raw_key, raw_v, anon_key, anon_v, raw_ids=None, anon_ids=None, max_
         out_kd.append(lk.evaluate_block_kdtree(*args, p=1, max_k=max_k))
         out_bf.append(lk.evaluate_block_bruteforce(*args, p=1))
         order.append(anon_ids[a])
-    return lk.concat_block_results(out_kd), out_bf, np.concatenate(order)
+    return oracle.concat_block_results(out_kd), out_bf, np.concatenate(order)
 
 
 def test_f19_block_candidates_evaluation():
@@ -629,7 +632,7 @@ def test_f19_block_candidates_evaluation():
     a_ids = np.array([a + 1 for a, _ in pairs])
     r_ids = np.array([r + 1 for _, r in pairs])
     sc = np.array([abs(age[a] - age[r]) for a, r in pairs], float)
-    close(lk.mode_baseline_from_pairs(a_ids, r_ids, sc), 1 / 6)
+    close(oracle.mode_baseline_from_pairs(a_ids, r_ids, sc), 1 / 6)
     # ANON ZIP changed: 2 of 6 true pairs lost
     kd2, _, _ = _blocked(zip_, age, ["A", "B", "B", "B", "C", "A"], age)
     assert_printed(lk.blocking_recall(6, int(kd2.has_true.sum())), "0.6667")
@@ -662,20 +665,20 @@ def test_f20_uneven_blocks():
         assert_printed(got, want)
     a_ids = np.repeat(anon_ids, [5, 3, 2])
     r_ids = np.arange(1, 11)
-    close(lk.mode_baseline_from_pairs(a_ids, r_ids, np.array(raw_v, float)), 1 / 3)
+    close(oracle.mode_baseline_from_pairs(a_ids, r_ids, np.array(raw_v, float)), 1 / 3)
     kd6, _, _ = _blocked(["A"] * 6 + ["B"] * 3 + ["C"] * 2, list(range(6)) + [0, 1, 2, 0, 1], ["A", "B", "C"],
                          [0, 0, 0], anon_ids=np.array([1, 7, 10]))
     assert list(summary_of(kd6, top_k=(7, 1, 3, 6, 3)).top_k) == [1, 3, 6]
 
 
 def test_summary_edge_cases():
-    s = lk.summarize_linkage(np.zeros(0, int), np.zeros(0, int), np.zeros(0, int))
+    s = oracle.summarize_linkage(np.zeros(0, int), np.zeros(0, int), np.zeros(0, int))
     assert s.n_anon == 0 and s.success_analytic is None and s.lift is None and not s.truth_measurable
-    s = lk.summarize_linkage(np.array([3, 3]), np.array([-1, -1]), np.array([-1, -1]))
+    s = oracle.summarize_linkage(np.array([3, 3]), np.array([-1, -1]), np.array([-1, -1]))
     assert s.success_analytic == 0 and s.baseline_random == 0 and s.lift is None and not s.truth_measurable
     # a capped record refuses a k beyond its bound
     with pytest.raises(ValueError, match="max_k"):
-        lk.summarize_linkage(np.array([50]), np.array([3]), np.array([-1]), capped=np.array([True]), top_k=(5,))
+        oracle.summarize_linkage(np.array([50]), np.array([3]), np.array([-1]), capped=np.array([True]), top_k=(5,))
     close(lk.top_k_probability(np.array([0, 1, 2, 3, -1]), np.array([4, 2, 1, 1, -1]), 2), [0.5, 0.5, 0, 0, 0])
 
 
@@ -748,7 +751,7 @@ def _check_against_reference(raw_ids, raw, anon_ids, anon, p, max_k, squared=Fal
     kw = dict(p=p, squared=squared, value_offset=offset)
     bf = lk.evaluate_block_bruteforce(raw_ids, raw, anon_ids, anon, **kw)
     kd = lk.evaluate_block_kdtree(raw_ids, raw, anon_ids, anon, max_k=max_k, k_initial=k_initial, **kw)
-    vals = lk.pairwise_values(raw, anon, **kw)
+    vals = oracle.pairwise_values(raw, anon, **kw)
     col = {rid: j for j, rid in enumerate(raw_ids.tolist())}
     for i, aid in enumerate(anon_ids.tolist()):
         j = col.get(aid)
@@ -822,7 +825,7 @@ def test_kdtree_long_single_linkage_chain(p):
     ids = np.arange(dists.size)
     truth = np.array([5, 150, 304, 305, 354, 0])  # chain start, middle, end; first and last after it; best
     anon = np.zeros((truth.size, raw.shape[1]))
-    vals = lk.pairwise_values(raw, anon, p=p)
+    vals = oracle.pairwise_values(raw, anon, p=p)
     for max_k in (3, 10, 400):
         kd = lk.evaluate_block_kdtree(ids, raw, truth, anon, p=p, max_k=max_k, k_initial=2)
         for i, j in enumerate(truth):
@@ -863,7 +866,7 @@ class _SkewedTree:
 
 
 def _with_skew(monkeypatch, skew_for):
-    monkeypatch.setattr(lk, "cKDTree", lambda data, **kw: _SkewedTree(data, skew_for(np.asarray(data))))
+    monkeypatch.setattr(kdtree, "cKDTree", lambda data, **kw: _SkewedTree(data, skew_for(np.asarray(data))))
 
 
 def test_kdtree_group_continues_past_a_left_out_neighbour(monkeypatch):
@@ -948,7 +951,7 @@ def test_kdtree_200k_block_bounded_memory():
     assert 0 < s.success_analytic < 1
     # spot-check a sample of records against direct full scans
     for i in rng.choice(n, size=20, replace=False):
-        vals = lk.pairwise_values(raw, anon[i : i + 1])[0]
+        vals = oracle.pairwise_values(raw, anon[i : i + 1])[0]
         b, m = reference_counts(vals.tolist(), int(i), TOL)
         if res.capped[i]:
             assert 10 <= res.n_better[i] <= b

@@ -58,7 +58,7 @@ def test_package_builds_a_zip_for_py_files(packaged):
         for p in (ROOT / "src" / "privacy_eval").rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
-    assert "privacy_eval/__init__.py" in sources and "privacy_eval/metrics/linkage.py" in sources
+    assert "privacy_eval/__init__.py" in sources and "privacy_eval/metrics/linkage_success.py" in sources
     dist_info = f"privacy_eval-{VERSION}.dist-info/"
     assert {n for n in names if not n.startswith(dist_info)} == sources
     assert dist_info + "METADATA" in names

@@ -14,9 +14,11 @@ import pytest
 
 from privacy_eval import cli, report
 from privacy_eval.errors import UserError
+from privacy_eval.config import LinkageConfig
+from privacy_eval.metrics import REGISTRY, Shared, column_direct_match, linkage_success
 from privacy_eval.metrics.column_direct_match import ColumnDirectMatchResult, ColumnProtection
 from privacy_eval.metrics.knowledge_protection import BinGrid, KnowledgeProtectionResult
-from privacy_eval.metrics.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
+from privacy_eval.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
 from privacy_eval.metrics.row_direct_match import RowDirectMatchResult
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -48,7 +50,7 @@ def _linkage_method(method: str, success: float, top_k: dict[int, float]) -> Lin
 
 
 def _linkage(target: float | None) -> list[MetricRow]:
-    """The three linkage rows, built as evaluation._linkage_rows builds them."""
+    """The three linkage rows, built by the linkage metric's own `rows`."""
     result = LinkageResult(
         methods={
             "mahalanobis": _linkage_method("mahalanobis", 0.0695, {1: 0.0695, 5: 0.21, 10: 0.33}),
@@ -65,15 +67,8 @@ def _linkage(target: float | None) -> list[MetricRow]:
         single_column_check="computed", warnings=[LINKAGE_WARNING],
     )
 
-    def row(metric: str, method: LinkageMethodResult, details: dict) -> MetricRow:
-        return MetricRow(metric, method.value, "fraction", target, method.status,
-                         method.n_at_risk, method.n_records, details)
-
-    name = result.headline_method
-    return [
-        row("linkage_success_rate", result.headline, {"method": name, **result.method_details(name)}),
-        *(row(f"linkage_success_rate_{m}", r, result.method_details(m)) for m, r in result.methods.items()),
-    ]
+    config = LinkageConfig(targets=list(result.targets), blocking=["Class"], target=target)
+    return linkage_success.METRIC.rows(Shared(None, []), config, result)
 
 
 def _rows(linkage: bool = True, linkage_target: float | None = 0.07) -> tuple[list[MetricRow], list[ColumnRow]]:
@@ -173,9 +168,9 @@ def test_linkage_section_only_with_linkage_rows(tmp_path):
     metrics, columns = _rows(linkage=False)
     text = _write(tmp_path, metrics, columns)
     assert "linkage" not in text.lower()
-    assert (tmp_path / report.COLUMN_FIGURE).exists()
-    assert not (tmp_path / report.LINKAGE_RATE_FIGURE).exists()
-    assert not (tmp_path / report.TOP_K_FIGURE).exists()
+    assert (tmp_path / column_direct_match.FIGURE).exists()
+    assert not (tmp_path / linkage_success.RATE_FIGURE).exists()
+    assert not (tmp_path / linkage_success.TOP_K_FIGURE).exists()
 
 
 def test_warnings_listed_once_each(tmp_path):
@@ -216,8 +211,16 @@ def test_whitelisted_keys_are_real_details_keys():
     for metric, keys in report._DETAIL_KEYS.items():
         assert set(keys) <= set(details[metric]), metric
     method = details["linkage_success_rate_weighted"]
-    assert set(report._LINKAGE_METHOD_KEYS) <= set(method)
-    assert set(report._LINKAGE_SHARED_KEYS) <= set(method["shared"])
+    assert set(linkage_success.METHOD_KEYS) <= set(method)
+    assert set(linkage_success.SHARED_KEYS) <= set(method["shared"])
+
+
+def test_sections_and_figures_come_from_the_registry_in_its_order():
+    assert [m.key for m in REGISTRY] == ["row_direct_match", "column_direct_match", "knowledge_protection", "linkage"]
+    assert report.FIGURES == ("column_protection.png", "linkage_success.png", "linkage_top_k.png")
+    assert list(report._DETAIL_KEYS) == [
+        "row_direct_match_protection", "column_direct_match_protection", "knowledge_protection_rate",
+    ]
 
 
 def test_output_is_deterministic(tmp_path):

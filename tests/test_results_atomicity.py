@@ -1,4 +1,4 @@
-"""A run's results land in both tables atomically (results.py, "Atomic commit").
+"""A run's results land in both tables atomically (commit.py).
 
 Unit level, on the tests' session: a write interrupted at every step of the commit
 protocol leaves the tables exactly as they were or, after the next `ensure_tables`,
@@ -23,14 +23,14 @@ from typing import Callable
 
 import pytest
 
-from privacy_eval import results
+from privacy_eval import commit
+from privacy_eval.commit import TRANSACTIONS
 from privacy_eval.errors import InputError
 from privacy_eval.results import (
     COLUMN_PROTECTION,
     COMMIT_STEPS,
     METRIC_RESULTS,
     TABLES,
-    TRANSACTIONS,
     ColumnRow,
     CommitError,
     MetricRow,
@@ -142,7 +142,7 @@ def new_warehouse(spark, path: Path, copy_of: Warehouse | None = None) -> Wareho
 
 @pytest.fixture(autouse=True)
 def no_hook(monkeypatch):
-    monkeypatch.setattr(results, "fault_hook", None)
+    monkeypatch.setattr(commit, "fault_hook", None)
 
 
 @pytest.fixture(scope="module")
@@ -162,11 +162,11 @@ def written(spark, previous, tmp_path_factory) -> dict[str, Warehouse]:
     for scenario, data in SCENARIOS.items():
         warehouse = new_warehouse(spark, tmp_path_factory.mktemp(scenario), copy_of=previous)
         steps: list[str] = []
-        results.fault_hook = steps.append
+        commit.fault_hook = steps.append
         try:
             write_run(spark, warehouse.database, *data)
         finally:
-            results.fault_hook = None
+            commit.fault_hook = None
         assert steps == steps_of(scenario)
         assert warehouse.transactions() == []
         warehouses[scenario] = warehouse
@@ -230,10 +230,10 @@ def test_a_crash_at_any_step_leaves_the_old_state_or_the_new_run(
 ):
     warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
     before = warehouse.table_files()
-    monkeypatch.setattr(results, "fault_hook", crash_at(step))
+    monkeypatch.setattr(commit, "fault_hook", crash_at(step))
     with pytest.raises(SimulatedCrash):
         write_run(spark, warehouse.database, *SCENARIOS[scenario])
-    monkeypatch.setattr(results, "fault_hook", None)
+    monkeypatch.setattr(commit, "fault_hook", None)
 
     committed = COMMIT_STEPS.index(step) >= COMMIT_POINT
     assert len(warehouse.transactions()) == 1  # the crash left its transaction behind
@@ -253,7 +253,7 @@ def test_an_error_before_the_first_rename_changes_nothing_and_leaves_nothing(
 ):
     warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
     before = warehouse.table_files()
-    monkeypatch.setattr(results, "fault_hook", fail_at(step))
+    monkeypatch.setattr(commit, "fault_hook", fail_at(step))
     with pytest.raises(RuntimeError, match="injected"):
         write_run(spark, warehouse.database, *SCENARIOS["replace"])
     assert warehouse.transactions() == []
@@ -264,10 +264,10 @@ def test_an_error_before_the_first_rename_changes_nothing_and_leaves_nothing(
 def test_failed_renames_are_retried_and_a_committed_run_is_completed_later(
     spark, previous, outcomes, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(results, "APPLY_BACKOFF_SECONDS", 0.0)
+    monkeypatch.setattr(commit, "APPLY_BACKOFF_SECONDS", 0.0)
     # One failing rename after the commit point: tried again, the write succeeds.
     warehouse = new_warehouse(spark, tmp_path / "once", copy_of=previous)
-    monkeypatch.setattr(results, "fault_hook", fail_at(f"retire:{METRIC_RESULTS}"))
+    monkeypatch.setattr(commit, "fault_hook", fail_at(f"retire:{METRIC_RESULTS}"))
     write_run(spark, warehouse.database, *SCENARIOS["replace"])
     assert warehouse.transactions() == []
     assert warehouse.rows(spark) == outcomes["replace"]
@@ -275,10 +275,10 @@ def test_failed_renames_are_retried_and_a_committed_run_is_completed_later(
     # Renames failing on every attempt: the run is committed, the next ensure_tables completes it.
     warehouse = new_warehouse(spark, tmp_path / "always", copy_of=previous)
     renames = [step for step in COMMIT_STEPS if step.startswith(("retire:", "publish:"))]
-    monkeypatch.setattr(results, "fault_hook", fail_at(*renames, times=len(renames)))
+    monkeypatch.setattr(commit, "fault_hook", fail_at(*renames, times=len(renames)))
     with pytest.raises(CommitError, match="committed"):
         write_run(spark, warehouse.database, *SCENARIOS["replace"])
-    monkeypatch.setattr(results, "fault_hook", None)
+    monkeypatch.setattr(commit, "fault_hook", None)
     assert len(warehouse.transactions()) == 1
     warehouse.register(spark)
     assert warehouse.transactions() == []
@@ -294,7 +294,7 @@ def test_recovery_leaves_a_write_in_progress_alone(spark, previous, outcomes, tm
             warehouse.register(spark)
             seen.append(len(warehouse.transactions()))
 
-    monkeypatch.setattr(results, "fault_hook", another_job_starts)
+    monkeypatch.setattr(commit, "fault_hook", another_job_starts)
     write_run(spark, warehouse.database, *SCENARIOS["replace"])
     assert seen == [1, 1]
     assert warehouse.transactions() == []
@@ -303,10 +303,10 @@ def test_recovery_leaves_a_write_in_progress_alone(spark, previous, outcomes, tm
 
 def own_crashed_transaction(spark, previous: Warehouse, path: Path, monkeypatch, step: str) -> tuple[Warehouse, str]:
     warehouse = new_warehouse(spark, path, copy_of=previous)
-    monkeypatch.setattr(results, "fault_hook", crash_at(step))
+    monkeypatch.setattr(commit, "fault_hook", crash_at(step))
     with pytest.raises(SimulatedCrash):
         write_run(spark, warehouse.database, *SCENARIOS["replace"])
-    monkeypatch.setattr(results, "fault_hook", None)
+    monkeypatch.setattr(commit, "fault_hook", None)
     [name] = warehouse.transactions()
     return warehouse, name
 
@@ -326,7 +326,7 @@ def test_a_write_whose_owner_runs_elsewhere_is_recovered_only_once_stale(
     foreign = rename_transaction(warehouse, name, f"{'f' * 12}-1-1")
     warehouse.register(spark)
     assert warehouse.transactions() == [foreign]  # left alone while it may be in progress
-    monkeypatch.setattr(results, "STALE_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(commit, "STALE_AFTER_SECONDS", 0.0)
     warehouse.register(spark)
     assert warehouse.transactions() == []
     assert warehouse.rows(spark) == outcomes["replace"]
@@ -387,7 +387,7 @@ def kill_while_writing(config: Path, run_id: str, args: list[str], step: str, fo
     """Run the job until its commit reaches `step`, then SIGKILL it (driver and JVM)."""
     name = step.replace(":", "-")
     paused, log = folder / f"paused-at-{name}", folder / f"killed-at-{name}.log"
-    job = start_job(config, run_id, args, log, env={results.PAUSE_ENV: step, results.PAUSE_SIGNAL_ENV: str(paused)})
+    job = start_job(config, run_id, args, log, env={commit.PAUSE_ENV: step, commit.PAUSE_SIGNAL_ENV: str(paused)})
     try:
         deadline = time.monotonic() + 300
         while not paused.exists():

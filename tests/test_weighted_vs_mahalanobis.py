@@ -1,5 +1,6 @@
-"""The shapes linkage-semantics.md §6.3 says a re-run of the weighted-vs-Mahalanobis
-experiment must show (our random numbers differ from the reference package's)."""
+"""The shapes a re-run of the reference package's weighted-vs-Mahalanobis experiment
+must show (docs/metrics.md, Linkage attack; our random numbers differ from the reference
+package's)."""
 
 from __future__ import annotations
 

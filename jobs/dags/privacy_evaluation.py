@@ -4,8 +4,8 @@ One task, `evaluate_privacy`, runs `jobs/evaluate_privacy.py --config CONFIG
 --run-id <run id> --fail-on-target`. The job exits 3 when a metric misses its target
 (and then writes nothing), spark-submit passes that code on, and the operator fails
 the task, hence the DAG run: a release gate. Exit 2 (invalid config or input) and 1
-(unexpected) fail it too. The job's interface is in CONTRACT.md; docs/airflow.md has
-more.
+(unexpected) fail it too. The job's interface is in docs/interface.md; docs/airflow.md
+has more.
 
 Deploying (Airflow 3, apache-airflow-providers-apache-spark 6.3):
 

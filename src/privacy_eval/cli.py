@@ -1,4 +1,4 @@
-"""Command line of jobs/evaluate_privacy.py (CONTRACT.md "Running").
+"""Command line of jobs/evaluate_privacy.py (docs/interface.md, "Command line").
 
 Exit codes: 0 done; 2 invalid configuration or input; 3 a target missed under
 --fail-on-target; 1 anything unexpected. On every non-zero exit the results tables
@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from privacy_eval import __version__
 from privacy_eval.config import Config, load_config
 from privacy_eval.errors import UserError, spark_error_logs_silenced
-from privacy_eval.results import CommitError
+from privacy_eval.commit import CommitError
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
 

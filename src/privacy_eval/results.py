@@ -1,94 +1,32 @@
-"""The results tables `metric_results` and `column_protection` (CONTRACT.md).
+"""The results tables `metric_results` and `column_protection` (docs/interface.md, "Results tables").
 
 Parquet under `<warehouse>/<database>.db/<table>/`, partitioned by run_id, registered
 in the session catalog as external tables at a fixed location. A run's rows are one
 partition folder, `run_id=<id, escaped as Spark does>`, in each table. Writing a run
 replaces that folder in both tables; other runs are never touched.
 
-Atomic commit across both tables
---------------------------------
-Spark's own partition overwrite is not atomic: its commit deletes the old partition
-folder, then renames the new one in, one table after the other. A kill in between loses
-the old partition, or leaves the two tables describing different runs. `write_run`
-therefore commits with a small journal, through the Hadoop FileSystem API (local disks,
-HDFS, any Hadoop file system whose directory rename is atomic):
-
-1. Stage. Create `<database>.db/_transactions/<txn>/`; Spark writes each table's new
-   partition under `<txn>/staged/<table>/`. Nothing a reader sees has changed.
-2. Commit. Write the journal, the ordered list of renames: per table, `retire` (the
-   old partition, if any, to `<txn>/trash/<table>/`) then `publish` (the staged
-   partition, if the table has rows, into the table). It is written as `journal.tmp`
-   and renamed to `journal.json`: that atomic rename is the commit point.
-3. Apply the renames in order (column_protection first: dashboards find a run through
-   metric_results, so that table changes last). A rename whose target already exists
-   was done before and is skipped, so applying is idempotent and is retried.
-4. Finish. Tell the catalog (ADD/DROP PARTITION, refresh), delete the journal, then the
-   transaction folder with the trash.
-
-`ensure_tables` (every job and every reader calls it) recovers transactions whose owner
-is gone, before RECOVER PARTITIONS: a journal is applied (rolled forward, so the reader
-sees the complete new run); a folder without one is deleted (the old state stands).
-
-What a crash (SIGKILL, OOM kill, lost node) leaves, and what the next `ensure_tables`
-does:
-
-    crash during / after     tables on disk                next ensure_tables
-    stage, journal.tmp        unchanged                     deletes the transaction
-    commit, some renames      partly old, partly new        applies the rest: new run
-    all renames, cleanup      new run                       deletes the leftovers
-
-An exception (not a crash) before the first rename deletes the transaction and
-propagates: the tables are exactly as before. Once renaming has begun the run is
-committed: a failed rename is tried again (APPLY_ATTEMPTS); if it keeps failing,
-`CommitError` says so and the next `ensure_tables` completes the run.
-
-Ownership. A transaction's folder name carries its owner: a machine token (host name,
-boot id and PID namespace), the PID and the process start time (from /proc). A
-transaction is recovered only when its owner is gone: on the same machine, when that
-process no longer runs; otherwise (another host, or no /proc) when its folder has not
-changed for STALE_AFTER_SECONDS. So jobs writing other run ids at the same time never
-disturb each other. A recoverer first claims a transaction by renaming its folder to a
-name of its own (atomic: one winner), so two recoverers never apply one journal.
-
-Limits:
-
-* Object stores without atomic rename (S3 through s3a, GCS, Azure Blob without HNS):
-  a directory rename is a copy and delete, file by file, so a crash can leave a
-  half-published partition and a reader can see one mid-way. The guarantee does NOT hold
-  there. Keep `results.warehouse` on HDFS, ADLS Gen2 with hierarchical namespace, or a
-  local/NFS disk; for object stores use a table format whose commit is one atomic
-  metadata update (Apache Iceberg or Delta Lake with a catalog).
-* Crash atomicity, not snapshot isolation: a reader running during the few
-  milliseconds of renames can see the intermediate state. After a crash in that window
-  on another machine, readers see it until STALE_AFTER_SECONDS have passed and an
-  `ensure_tables` completes the run.
-* Process crashes are covered. Machine crashes are covered on file systems that persist
-  files on close (HDFS); on a local disk Spark does not fsync its Parquet files.
-* One writer per run id at a time (as a scheduler runs it). Needs a classic Spark
-  session with a JVM (spark-submit, pyspark), not Spark Connect.
+A run's rows land in both tables at once or not at all: `write_run` hands them to the
+commit protocol in commit.py (journal, renames, recovery of abandoned writes).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
-import logging
 import os
-import socket
-import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from privacy_eval.commit import CommitError, commit_steps, quote, recover, replace_run, sql_text
 from privacy_eval.errors import InputError
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES", "ColumnRow", "CommitError",
+    "MetricRow", "RunRecord", "ensure_tables", "write_run",
+]
 
 METRIC_RESULTS = "metric_results"
 COLUMN_PROTECTION = "column_protection"
@@ -188,41 +126,12 @@ class RunRecord:
 TABLES = (COLUMN_PROTECTION, METRIC_RESULTS)
 SCHEMAS = {COLUMN_PROTECTION: COLUMN_PROTECTION_SCHEMA, METRIC_RESULTS: METRIC_RESULTS_SCHEMA}
 
-# In the database folder, beside the table folders: Spark never lists it.
-TRANSACTIONS = "_transactions"
-JOURNAL = "journal.json"
-JOURNAL_TMP = "journal.tmp"
-#: A transaction whose owner cannot be checked from this machine counts as abandoned
-#: after this long without change. Writing a run takes seconds; this is generous.
-STALE_AFTER_SECONDS = 3600.0
-#: Applying a committed journal is idempotent, so a failed rename is simply tried again,
-#: after a pause growing by this much per attempt.
-APPLY_ATTEMPTS = 3
-APPLY_BACKOFF_SECONDS = 0.5
 
-#: The steps of a commit, in order. Steps before "committed" change nothing a reader sees.
-COMMIT_STEPS = (
-    "begin",
-    *(f"staged:{table}" for table in TABLES),
-    "journal_tmp",
-    "committed",
-    *(f"{action}:{table}" for table in TABLES for action in ("retire", "publish")),
-    "applied",
-    "journal_deleted",
-)
-
-#: Test seam: when set, called with each step of COMMIT_STEPS as it completes (a test
-#: raises from it to interrupt the commit there). None in production.
-fault_hook: Callable[[str], None] | None = None
-#: Test seam for kill tests: with PRIVACY_EVAL_TEST_PAUSE_AT=<step> in the environment
-#: the process stops for good at that step, after creating the file named by
-#: PRIVACY_EVAL_TEST_PAUSE_SIGNAL (if set). Without the variable it does nothing.
-PAUSE_ENV = "PRIVACY_EVAL_TEST_PAUSE_AT"
-PAUSE_SIGNAL_ENV = "PRIVACY_EVAL_TEST_PAUSE_SIGNAL"
-
-
-class CommitError(RuntimeError):
-    """A results commit could not be completed (see the message for the state left)."""
+# Commit order: dashboards find a run through metric_results, so that table changes last.
+TABLES = (COLUMN_PROTECTION, METRIC_RESULTS)
+SCHEMAS = {COLUMN_PROTECTION: COLUMN_PROTECTION_SCHEMA, METRIC_RESULTS: METRIC_RESULTS_SCHEMA}
+#: The steps of writing a run, in order (commit.py); before "committed" nothing a reader sees changes.
+COMMIT_STEPS = commit_steps(TABLES)
 
 
 def ensure_tables(spark: SparkSession, warehouse: str, database: str) -> None:
@@ -243,17 +152,17 @@ def ensure_tables(spark: SparkSession, warehouse: str, database: str) -> None:
             raise InputError(f"results.warehouse: cannot create {db_location} ({exc.strerror})") from None
         if not os.access(db_location, os.W_OK):
             raise InputError(f"results.warehouse: {db_location} is not writable")
-    qdb = _quote(database)
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {qdb} LOCATION '{_sql_text(db_location)}'")
+    qdb = quote(database)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {qdb} LOCATION '{sql_text(db_location)}'")
     _check_database_location(spark, database, db_location)
     for table in TABLES:
-        columns = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in SCHEMAS[table].fields)
+        columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in SCHEMAS[table].fields)
         location = _join(db_location, table)
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {qdb}.{table} ({columns}) USING parquet "
-            f"PARTITIONED BY (run_id) LOCATION '{_sql_text(location)}'"
+            f"PARTITIONED BY (run_id) LOCATION '{sql_text(location)}'"
         )
-    _recover(spark, database, _Files(spark, database))
+    recover(spark, database, TABLES)
     for table in TABLES:
         spark.sql(f"ALTER TABLE {qdb}.{table} RECOVER PARTITIONS")
 
@@ -293,7 +202,7 @@ def write_run(
     `ensure_tables` must have registered the tables in this session. A table without
     rows for the run (no column_direct_match metric) loses the run's earlier partition.
     """
-    rows = {
+    rows: dict[str, list[tuple]] = {
         COLUMN_PROTECTION: [
             (run.dataset, c.column_name, c.matches, c.distinct_synthetic, c.protection,
              c.risk_rank, c.below_target, run.run_id)
@@ -307,329 +216,11 @@ def write_run(
             for m in metrics
         ],
     }
-    files = _Files(spark, database)
-    partition = _partition_folder(spark, run.run_id)
-    txn = _new_transaction_name()
-    _ACTIVE.add(txn)
-    applying = False
-    try:
-        files.mkdirs(_in_transaction(txn))
-        _checkpoint("begin")
-        for table in TABLES:
-            if rows[table]:
-                # A few dozen rows: one file. The staged folder is new, so mode "error".
-                frame = spark.createDataFrame(rows[table], SCHEMAS[table]).coalesce(1)
-                staged = files.uri(_in_transaction(txn, "staged", table))
-                frame.write.partitionBy("run_id").mode("error").parquet(staged)
-            _checkpoint(f"staged:{table}")
-        journal = _plan(files, txn, run.run_id, partition, [t for t in TABLES if rows[t]])
-        _write_journal(files, txn, journal)
-        _checkpoint("committed")
-        applying = True
-        _apply(files, txn, journal)
-        _sync_catalog(spark, database, files, journal)
-        _checkpoint("applied")
-        _remove_transaction(files, txn)
-    except Exception:
-        if not applying:
-            _remove_transaction(files, txn)  # nothing was renamed: the tables are as before
-        raise
-    finally:
-        _ACTIVE.discard(txn)
-
-
-# --------------------------------------------------------------------------
-# the commit protocol
-# --------------------------------------------------------------------------
-
-
-def _in_transaction(txn: str, *names: str) -> str:
-    return "/".join((TRANSACTIONS, txn, *names))
-
-
-def _move_paths(txn: str, action: str, table: str, partition: str) -> tuple[str, str]:
-    """Source and target of one journal step, relative to the database folder.
-
-    The journal holds steps, not paths: a recoverer renames the transaction's folder
-    when it claims it, and the warehouse may be reached under another URI later.
-    """
-    final = f"{table}/{partition}"
-    if action == "retire":
-        return final, _in_transaction(txn, "trash", table, partition)
-    if action == "publish":
-        return _in_transaction(txn, "staged", table, partition), final
-    raise CommitError(f"unknown journal step '{action}'")
-
-
-def _plan(files: _Files, txn: str, run_id: str, partition: str, staged: Sequence[str]) -> dict[str, Any]:
-    """The journal: the renames that replace the run's partition in every table."""
-    steps: list[list[str]] = []
-    for table in TABLES:
-        if files.exists(f"{table}/{partition}"):
-            files.mkdirs(_in_transaction(txn, "trash", table))  # a rename needs its target's parent
-            steps.append(["retire", table])
-        if table in staged:
-            source, _ = _move_paths(txn, "publish", table, partition)
-            if not files.exists(source):
-                raise CommitError(f"results: Spark staged no partition folder for {table}")
-            steps.append(["publish", table])
-    return {"format": 1, "run_id": run_id, "partition": partition, "steps": steps}
-
-
-def _write_journal(files: _Files, txn: str, journal: dict[str, Any]) -> None:
-    """Write the journal under a temporary name, then rename it: the commit point."""
-    temporary, final = _in_transaction(txn, JOURNAL_TMP), _in_transaction(txn, JOURNAL)
-    files.write_json(temporary, journal)
-    _checkpoint("journal_tmp")
-    if not files.move(temporary, final):
-        raise CommitError("results: the journal vanished before it could be committed")
-
-
-def _apply(files: _Files, txn: str, journal: dict[str, Any]) -> None:
-    """Do the journal's renames in order, skipping those done before; retried."""
-    for attempt in range(1, APPLY_ATTEMPTS + 1):
-        try:
-            for action, table in journal["steps"]:
-                source, target = _move_paths(txn, action, table, journal["partition"])
-                if files.exists(target):
-                    continue  # done before an interruption
-                if not files.move(source, target):
-                    # Neither exists: someone else changed the run since; nothing to move.
-                    log.warning("results: %s of %s for run %s found nothing to move", action, table, journal["run_id"])
-                    continue
-                _checkpoint(f"{action}:{table}")
-            return
-        except Exception as exc:
-            if attempt == APPLY_ATTEMPTS:
-                raise CommitError(
-                    f"results of run {journal['run_id']} are committed but could not be put in place "
-                    f"({type(exc).__name__}); the next ensure_tables on this warehouse completes them"
-                ) from exc
-            log.warning("results: a rename failed (%s); trying again", type(exc).__name__)
-            time.sleep(APPLY_BACKOFF_SECONDS * attempt)
-
-
-def _sync_catalog(spark: SparkSession, database: str, files: _Files, journal: dict[str, Any]) -> None:
-    """Make the session catalog list the run's partitions as they now are on disk."""
-    qdb = _quote(database)
-    spec = f"PARTITION (run_id = '{_sql_text(journal['run_id'])}')"
-    for table in TABLES:
-        present = files.exists(f"{table}/{journal['partition']}")
-        spark.sql(f"ALTER TABLE {qdb}.{table} {'ADD IF NOT EXISTS' if present else 'DROP IF EXISTS'} {spec}")
-        spark.catalog.refreshTable(f"{qdb}.{table}")  # drops cached file listings
-
-
-def _remove_transaction(files: _Files, txn: str) -> None:
-    """Delete a transaction's folder, its journal first.
-
-    Journal first: a journal whose staged folders were deleted would retire the old
-    partitions and publish nothing. A failure only leaves garbage that the next
-    ensure_tables removes, so it is logged, not raised.
-    """
-    try:
-        files.delete(_in_transaction(txn, JOURNAL))
-        _checkpoint("journal_deleted")
-        files.delete(_in_transaction(txn))
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        log.warning("results: could not remove a finished transaction folder (%s)", type(exc).__name__)
-
-
-def _recover(spark: SparkSession, database: str, files: _Files) -> None:
-    """Complete (journal) or remove (no journal) the transactions whose owner is gone."""
-    for name in files.list_dirs(TRANSACTIONS):
-        if not _abandoned(files, name):
-            continue
-        txn = _new_transaction_name()
-        _ACTIVE.add(txn)
-        try:
-            # Claim it: of several processes recovering at once, one rename wins.
-            if not files.move(_in_transaction(name), _in_transaction(txn)):
-                continue
-            journal = files.read_json(_in_transaction(txn, JOURNAL))
-            if journal is None:
-                log.warning("results: removed an unfinished write left by a stopped process (it was not committed)")
-            else:
-                _apply(files, txn, journal)
-                _sync_catalog(spark, database, files, journal)
-                log.warning("results: completed the commit of run %s left by a stopped process", journal["run_id"])
-            _remove_transaction(files, txn)
-        finally:
-            _ACTIVE.discard(txn)
-
-
-def _checkpoint(step: str) -> None:
-    """A commit step is done: tell the test seams (inert in production)."""
-    if fault_hook is not None:
-        fault_hook(step)
-    if os.environ.get(PAUSE_ENV) == step:
-        signal_file = os.environ.get(PAUSE_SIGNAL_ENV)
-        if signal_file:
-            with open(signal_file, "w"):
-                pass
-        while True:  # until the test kills this process
-            time.sleep(1)
-
-
-def _partition_folder(spark: SparkSession, run_id: str) -> str:
-    """The run's partition folder name, escaped exactly as Spark escapes it (':' -> %3A)."""
-    utils = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
-    return str(utils.getPartitionPathString("run_id", run_id))
-
-
-# --------------------------------------------------------------------------
-# transaction ownership
-# --------------------------------------------------------------------------
-
-# Transactions this process is working on (writing or recovering): never abandoned.
-_ACTIVE: set[str] = set()
-
-
-def _new_transaction_name() -> str:
-    """<random>-<machine>-<pid>-<process start>: the owner can be checked from its name."""
-    pid = os.getpid()
-    return f"{uuid.uuid4().hex}-{_machine()}-{pid}-{_process_start(pid) or 0}"
-
-
-def _abandoned(files: _Files, name: str) -> bool:
-    alive = _owner_alive(name)
-    if alive is not None:
-        return not alive
-    modified = files.modified(_in_transaction(name))
-    return modified is not None and time.time() - modified > STALE_AFTER_SECONDS
-
-
-def _owner_alive(name: str) -> bool | None:
-    """Whether the process owning a transaction still runs; None when this process cannot tell."""
-    try:
-        _, machine, pid_text, start_text = name.split("-")
-        pid, start = int(pid_text), int(start_text)
-    except ValueError:
-        return None  # not a name this module makes: its age decides
-    if machine != _machine():
-        return None
-    if pid == os.getpid() and start == (_process_start(pid) or 0):
-        return name in _ACTIVE
-    if start == 0:
-        return None  # no /proc: a PID alone may have been reused
-    return _process_start(pid) == start
-
-
-@functools.lru_cache(maxsize=1)
-def _machine() -> str:
-    """A token shared by the processes that see one PID space: host, boot and PID namespace."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            boot = handle.read().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:  # not Linux: the host name alone (and _process_start says nothing)
-        boot = namespace = ""
-    return hashlib.sha256(f"{socket.gethostname()}|{boot}|{namespace}".encode()).hexdigest()[:12]
-
-
-def _process_start(pid: int) -> int | None:
-    """When a running process started (clock ticks since boot, Linux); None if it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and ')': count fields after the last ')'.
-    fields = stat[stat.rindex(b")") + 2:].split()
-    if fields[0] in (b"Z", b"X"):  # a zombie has finished
-        return None
-    return int(fields[19])  # field 22, starttime
-
-
-class _Files:
-    """Hadoop FileSystem calls on paths relative to a database's folder.
-
-    Through the JVM, so that HDFS and other Hadoop file systems work like the local disk.
-    Relative paths are '/'-joined names that need no escaping: table names, transaction
-    names and Spark's already escaped partition folder names.
-    """
-
-    def __init__(self, spark: SparkSession, database: str) -> None:
-        context = spark.sparkContext
-        self._path = context._jvm.org.apache.hadoop.fs.Path
-        # The catalog's own URI for the folder: the place Spark reads the tables from.
-        location = spark._jsparkSession.sessionState().catalog().getDatabaseMetadata(database).locationUri()
-        self._root = self._path(location)
-        self._fs = self._root.getFileSystem(context._jsc.hadoopConfiguration())
-
-    def _resolve(self, relative: str) -> Any:
-        path = self._root
-        for name in relative.split("/"):
-            path = self._path(path, name)
-        return path
-
-    def uri(self, relative: str) -> str:
-        return str(self._resolve(relative).toString())
-
-    def exists(self, relative: str) -> bool:
-        return bool(self._fs.exists(self._resolve(relative)))
-
-    def mkdirs(self, relative: str) -> None:
-        if not self._fs.mkdirs(self._resolve(relative)):
-            raise CommitError(f"results: cannot create {relative} in the database folder")
-
-    def delete(self, relative: str) -> None:
-        self._fs.delete(self._resolve(relative), True)
-
-    def list_dirs(self, relative: str) -> list[str]:
-        path = self._resolve(relative)
-        if not self._fs.exists(path):
-            return []
-        return [str(s.getPath().getName()) for s in self._fs.listStatus(path) if s.isDirectory()]
-
-    def modified(self, relative: str) -> float | None:
-        """Last modification, in seconds since the epoch; None when it does not exist."""
-        path = self._resolve(relative)
-        try:
-            return self._fs.getFileStatus(path).getModificationTime() / 1000.0
-        except Py4JJavaError:
-            if self._fs.exists(path):
-                raise
-            return None
-
-    def move(self, source: str, target: str) -> bool:
-        """Rename `source` to `target` atomically; False when `source` does not exist.
-
-        `target` must not exist and its parent must: under those conditions no Hadoop
-        file system moves into or copies instead (the local one falls back to a copy,
-        which is not atomic, when a plain rename fails).
-        """
-        src, dst = self._resolve(source), self._resolve(target)
-        if self._fs.exists(dst) or not self._fs.exists(dst.getParent()):
-            raise CommitError(f"results: cannot rename to {target}: it exists or its folder does not")
-        try:
-            if self._fs.rename(src, dst):
-                return True
-        except Py4JJavaError:
-            if self._fs.exists(src):
-                raise
-            return False  # gone meanwhile (another recoverer claimed it)
-        if self._fs.exists(src):
-            raise CommitError(f"results: the file system refused to rename {source} to {target}")
-        return False
-
-    def read_json(self, relative: str) -> dict[str, Any] | None:
-        path = self._resolve(relative)
-        if not self._fs.exists(path):
-            return None
-        stream = self._fs.open(path)
-        try:
-            return json.loads(bytes(stream.readAllBytes()).decode("utf-8"))
-        finally:
-            stream.close()
-
-    def write_json(self, relative: str, value: dict[str, Any]) -> None:
-        data = bytearray(json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
-        stream = self._fs.create(self._resolve(relative), False)
-        try:
-            stream.write(data, 0, len(data))
-            stream.hsync()  # on disk (HDFS: on the datanodes) before the rename commits it
-        finally:
-            stream.close()
+    # A few dozen rows: one file.
+    replace_run(spark, database, run.run_id, {
+        table: spark.createDataFrame(rows[table], SCHEMAS[table]).coalesce(1) if rows[table] else None
+        for table in TABLES
+    })
 
 
 def _json_default(value: Any) -> Any:
@@ -640,11 +231,3 @@ def _json_default(value: Any) -> Any:
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
-
-
-def _quote(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
-
-
-def _sql_text(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")

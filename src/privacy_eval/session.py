@@ -30,7 +30,7 @@ DEFAULT_CONF = {
 
 # Settings every run needs, whoever starts it. Dynamic partition overwrite is what makes
 # a re-run replace only its own run_id partition: the STATIC default wipes every other
-# run of the results table (spark-practices.md §2c).
+# run of the results table.
 REQUIRED_CONF = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.session.timeZone": "UTC",

@@ -1,0 +1,147 @@
+"""The metrics, one module each, and the registry that `evaluate_inputs` runs.
+
+Every metric module offers the same small surface, collected in one `Metric` entry:
+
+- `check(inputs, config)`: its checks against the prepared inputs (columns it names,
+  their types). All configured metrics are checked before any of them runs: a typo in
+  the last metric must not cost the first ones' work.
+- `compute(shared, config)`: its result object, through the module's pure function of
+  DataFrames (named after what it computes, the formula in its docstring), fed with
+  the steps several metrics share (`Shared`).
+- `rows(shared, config, result)`: its rows for the results tables (MetricRow, and
+  ColumnRow for per-column figures), in the order they are written.
+- `report_keys` and `report_section`: the numeric details the report prints for its
+  rows, and the report's section of its own (figures included), if any.
+
+Adding a metric = one module, one entry in REGISTRY, and its configuration dataclass
+(a field of `config.MetricsConfig` named like the entry's `key`). REGISTRY's order is
+the order of the results rows and of the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
+
+from pyspark.sql import DataFrame
+
+from privacy_eval.errors import InputError
+from privacy_eval.results import ColumnRow, MetricRow
+
+if TYPE_CHECKING:
+    from privacy_eval.alignment import AlignmentResult
+    from privacy_eval.config import MetricsConfig
+    from privacy_eval.inputs import EvaluationInputs
+
+# Warnings keep the logger name they were always logged under.
+log = logging.getLogger("privacy_eval.evaluation")
+
+Row = Union[MetricRow, ColumnRow]
+ReportSection = Callable[[Path, Sequence[MetricRow], Sequence[ColumnRow]], list[str]]
+
+
+class Shared:
+    """What several metrics use, computed once per evaluation by `evaluate_inputs`,
+    and the warnings the metrics raise.
+
+    - `occurrences`: every distinct row of both tables with its counts per side
+      (frames.occurrence_counts), cached; Row Direct Match Protection reads it, and the
+      Knowledge Protection Rate reads U (`singletons`, `n_singletons`) from it.
+    - `alignment`: the inputs' alignment check, for the metrics that trust the row key;
+      their rows go through `with_alignment`.
+    """
+
+    def __init__(self, inputs: EvaluationInputs, warnings: list[str]) -> None:
+        self.inputs = inputs
+        self.warnings = warnings
+        self.alignment: AlignmentResult | None = None
+        self.occurrences: DataFrame | None = None
+        self.singletons: DataFrame | None = None
+        self.n_singletons = 0
+
+    def note(self, message: str) -> None:
+        """A warning of the whole evaluation (logged, and in `Evaluation.warnings`)."""
+        log.warning(message)
+        self.warnings.append(message)
+
+    def warn(self, details: dict, message: str) -> None:
+        """A warning about one metric: noted, and listed in its `details`."""
+        self.note(message)
+        details.setdefault("warnings", []).append(message)
+
+    def with_alignment(self, row: MetricRow) -> MetricRow:
+        """Attach the alignment check to a metric that trusts the row key, and mark it
+        `misaligned` (value withheld, kept in details) when aligned pairs are no closer
+        than random ones: a shuffled or renumbered release must not read as protected."""
+        alignment = self.alignment
+        if alignment is None:
+            return row
+        details = {**row.details, "alignment": alignment.details()}
+        if alignment.conclusive and not alignment.aligned:
+            details["value_if_aligned"] = row.value
+            self.warn(details, f"{row.metric}: MISALIGNED, the figure is noise: {alignment.reason()}")
+            return dataclasses.replace(row, value=None, status="misaligned", details=details)
+        return dataclasses.replace(row, details=details)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric's contract (see the module docstring)."""
+
+    key: str        # its key under `metrics:` = its field of MetricsConfig
+    phase: str      # the name of its computation in the progress log
+    check: Callable[[EvaluationInputs, Any], None] | None
+    compute: Callable[[Shared, Any], Any]
+    rows: Callable[[Shared, Any, Any], list[Row]]
+    report_keys: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    report_section: ReportSection | None = None
+    figures: tuple[str, ...] = ()   # file names its report section may draw
+    needs_occurrences: bool = False
+    trusts_row_key: bool = False    # marked `misaligned` when the alignment check fails
+    # Work for the first passes of prepare_inputs: config -> (paired_where, side_aggregates).
+    first_pass: Callable[[Any], tuple[Any, Any]] | None = None
+
+
+def configured(metrics: MetricsConfig) -> list[tuple[Metric, Any]]:
+    """(entry, its configuration) of every metric `metrics` names, in REGISTRY order."""
+    chosen = [(metric, getattr(metrics, metric.key)) for metric in REGISTRY]
+    return [(metric, config) for metric, config in chosen if config is not None]
+
+
+def first_pass_hooks(metrics: MetricsConfig) -> tuple[Any, Any, Any]:
+    """`prepare_inputs`' (paired_where, side_aggregates, prepared_for) for `metrics`."""
+    hooks = [(metric, config) for metric, config in configured(metrics) if metric.first_pass is not None]
+    if not hooks:
+        return None, None, None
+    if len(hooks) > 1:  # one condition and one set of aggregates per pass, so far
+        raise ValueError(f"only one metric can use the first passes, not {[m.key for m, _ in hooks]}")
+    metric, config = hooks[0]
+    paired_where, side_aggregates = metric.first_pass(config)
+    return paired_where, side_aggregates, config
+
+
+def require_compared(inputs: EvaluationInputs, role: str, name: str) -> None:
+    """Refuse a column a metric names that is not compared (a typo, or excluded)."""
+    if name not in inputs.columns:
+        raise InputError(
+            f"{role} '{name}' is not a compared column "
+            "(missing from the data, excluded, or the row key)"
+        )
+
+
+from privacy_eval.metrics import (  # noqa: E402 - last: the modules import the contract above
+    column_direct_match,
+    knowledge_protection,
+    linkage_success,
+    row_direct_match,
+)
+
+REGISTRY: tuple[Metric, ...] = (
+    row_direct_match.METRIC,
+    column_direct_match.METRIC,
+    knowledge_protection.METRIC,
+    linkage_success.METRIC,
+)

@@ -1,18 +1,27 @@
 """Knowledge Protection Rate: an attacker who knows some variables, numeric ones only to
 within a bin of 5 % of their mean, singles out an original record when its binned
-profile matches exactly one synthetic profile (metric-definitions.md §3)."""
+profile matches exactly one synthetic profile (docs/metrics.md, "Knowledge Protection
+Rate")."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.config import KnowledgeProtectionConfig
 from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts, qcol
+from privacy_eval.metrics import Metric, Shared, require_compared
+from privacy_eval.results import MetricRow
+
+if TYPE_CHECKING:
+    from privacy_eval.inputs import EvaluationInputs
+
+NAME = "knowledge_protection_rate"
 
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest values of a known variable in U from which its grid (step, origin) is published.
@@ -176,3 +185,41 @@ def knowledge_protection_rate(
         known_variables=tuple(known),
         grids=grids,
     )
+
+
+def _check(inputs: EvaluationInputs, config: KnowledgeProtectionConfig) -> None:
+    for name in config.known_variables:
+        require_compared(inputs, "knowledge_protection: known variable", name)
+    for name in config.bin_width:
+        if name not in inputs.numeric:
+            raise InputError(
+                f"knowledge_protection: 'bin_width.{name}' is set, but '{name}' is not numeric "
+                "(text, or listed under 'categorical'), so its values are compared as they are"
+            )
+
+
+def _compute(shared: Shared, config: KnowledgeProtectionConfig) -> KnowledgeProtectionResult:
+    inputs = shared.inputs
+    assert shared.singletons is not None
+    return knowledge_protection_rate(
+        shared.singletons, inputs.synthetic, config.known_variables, sorted(inputs.numeric),
+        inputs.n_original, shared.n_singletons, config.bin_width,
+    )
+
+
+def _rows(shared: Shared, config: KnowledgeProtectionConfig, result: KnowledgeProtectionResult) -> list[MetricRow]:
+    return [MetricRow(
+        metric=NAME, value=result.protection, unit="percent", target=config.target,
+        numerator=result.exposed, denominator=result.n_original, details=result.details(),
+    )]
+
+
+METRIC = Metric(
+    key="knowledge_protection",
+    phase=NAME,
+    check=_check,
+    compute=_compute,
+    rows=_rows,
+    report_keys={NAME: ("n", "n_singletons", "exposed", "unique_synthetic_profiles")},
+    needs_occurrences=True,
+)

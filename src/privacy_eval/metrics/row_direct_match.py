@@ -1,5 +1,5 @@
 """Row Direct Match Protection: original rows that occur once and are not reproduced
-verbatim in the synthetic table (metric-definitions.md §1)."""
+verbatim in the synthetic table (docs/metrics.md, "Row Direct Match Protection")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.config import RowDirectMatchConfig
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts
+from privacy_eval.metrics import Metric, Shared
+from privacy_eval.results import MetricRow
+
+NAME = "row_direct_match_protection"
 
 
 @dataclass(frozen=True)
@@ -60,3 +65,26 @@ def row_direct_match_protection(
         n_singletons=int(counts["singletons"]),
         reproduced=int(counts["reproduced"]),
     )
+
+
+def _compute(shared: Shared, config: RowDirectMatchConfig) -> RowDirectMatchResult:
+    inputs = shared.inputs
+    return row_direct_match_protection(inputs.original, inputs.synthetic, inputs.columns, shared.occurrences)
+
+
+def _rows(shared: Shared, config: RowDirectMatchConfig, result: RowDirectMatchResult) -> list[MetricRow]:
+    return [MetricRow(
+        metric=NAME, value=result.protection, unit="percent", target=config.target,
+        numerator=result.reproduced, denominator=result.n_original, details=result.details(),
+    )]
+
+
+METRIC = Metric(
+    key="row_direct_match",
+    phase=NAME,
+    check=None,  # every compared column takes part; nothing to name wrongly
+    compute=_compute,
+    rows=_rows,
+    report_keys={NAME: ("n", "n_singletons", "n_duplicated_rows", "reproduced_singletons")},
+    needs_occurrences=True,
+)

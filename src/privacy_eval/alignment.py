@@ -5,7 +5,9 @@ position) to say which synthetic row was generated from which original row. A re
 whose rows were shuffled, or whose key was renumbered, turns both into noise that reads
 as "protected": few aligned values match, few true originals are found. This check
 tells such a release apart from an aligned one; evaluation reports the status
-`misaligned` (CONTRACT.md) for the alignment-based metrics when it fails.
+`misaligned` (docs/metrics.md, "Alignment check") for the alignment-based metrics when
+it fails. It belongs to the prepared inputs: `EvaluationInputs.alignment()` runs it
+once, on first use by a metric that trusts the row key.
 
 **Statistic.** For every original record x whose key has a synthetic partner y, and a
 pseudo-random other synthetic record y' (see below), the paired difference

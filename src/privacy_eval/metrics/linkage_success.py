@@ -1,0 +1,138 @@
+"""Linkage success rate: the metric entry of the linkage attack (docs/metrics.md,
+"Linkage attack").
+
+The attack is the package `privacy_eval.linkage` (`linkage_attack`, its result types
+and its checks); this module turns its result into results rows and a report section.
+The package is imported when the linkage is configured, not before: it brings numpy,
+pandas and scipy along, which the other metrics never need.
+
+Rows: `linkage_success_rate` (the headline: the method with the larger success rate),
+then `linkage_success_rate_<method>` per configured method. Each rate is a mean of
+fractional risks; the count beside it is the number of synthetic records whose true
+original is among their best candidates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from privacy_eval.config import LinkageConfig
+from privacy_eval.metrics import Metric, Shared
+from privacy_eval.results import ColumnRow, MetricRow
+
+if TYPE_CHECKING:
+    from privacy_eval.inputs import EvaluationInputs
+    from privacy_eval.linkage import LinkageMethodResult, LinkageResult
+
+NAME = "linkage_success_rate"
+METHOD_PREFIX = NAME + "_"  # + method name: one row per method
+RATE_FIGURE = "linkage_success.png"
+TOP_K_FIGURE = "linkage_top_k.png"
+
+# LinkageMethodResult.details(): one column per method in the report.
+METHOD_KEYS = (
+    "success_rate", "baseline_random", "lift", "max_risk", "n_records", "expected_reidentified",
+    "n_certain", "n_at_risk", "n_true_missing", "truth_coverage", "n_zero_candidate",
+)
+# The figures shared by the methods, under details["shared"].
+SHARED_KEYS = (
+    "n_original", "n_synthetic", "dropped_incomplete_original", "dropped_incomplete_synthetic",
+    "condition_number", "condition_number_correlation", "n_blocks", "n_blocks_with_candidates",
+    "n_candidate_pairs", "candidate_share", "n_true_pairs", "n_true_pairs_kept", "blocking_recall",
+)
+
+
+def _check(inputs: EvaluationInputs, config: LinkageConfig) -> None:
+    from privacy_eval.linkage import check_linkage_inputs
+
+    check_linkage_inputs(inputs, config)
+
+
+def _first_pass(config: LinkageConfig) -> tuple[Any, Any]:
+    """The attack's true pairs, counted by the key check's pass, and its per-side
+    statistics, by the first pass: they spare it a join on the key and a pass."""
+    from privacy_eval.linkage import complete_targets, side_statistics
+
+    return complete_targets(config), side_statistics(config)
+
+
+def _compute(shared: Shared, config: LinkageConfig) -> LinkageResult:
+    from privacy_eval.linkage import linkage_attack
+
+    return linkage_attack(shared.inputs, config)
+
+
+def _rows(shared: Shared, config: LinkageConfig, result: LinkageResult) -> list[MetricRow]:
+    for message in result.warnings:  # already in every row's details
+        shared.note(message)
+
+    def row(metric: str, method: LinkageMethodResult, details: dict) -> MetricRow:
+        return shared.with_alignment(MetricRow(
+            metric=metric, value=method.value, unit="fraction", target=config.target,
+            status=method.status, numerator=method.n_at_risk, denominator=method.n_records,
+            details=details,
+        ))
+
+    headline = result.headline_method
+    return [
+        row(NAME, result.headline, {"method": headline, **result.method_details(headline)}),
+        *(row(METHOD_PREFIX + name, method, result.method_details(name)) for name, method in result.methods.items()),
+    ]
+
+
+def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[ColumnRow]) -> list[str]:
+    from privacy_eval import report as R  # matplotlib only when a report is asked for
+
+    rows = [m for m in metrics if m.metric.startswith(METHOD_PREFIX)]
+    if not rows:
+        return []
+    headline = next((m for m in metrics if m.metric == NAME), None)
+    methods = [m.metric[len(METHOD_PREFIX):] for m in rows]
+    top_k = [_top_k(m.details) for m in rows]
+    lines = ["## Linkage attack", ""]
+    if headline is not None and headline.details.get("method") in methods:
+        lines += [f"Headline method (the larger success rate): {R.code(headline.details['method'])}.", ""]
+
+    R.linkage_rate_figure(out / RATE_FIGURE, methods, rows, rows[0].target)
+    lines += [f"![Linkage success rate vs random baseline]({RATE_FIGURE})", ""]
+    if any(top_k):
+        R.top_k_figure(out / TOP_K_FIGURE, methods, top_k)
+        lines += [f"![Top-k hit rate]({TOP_K_FIGURE})", ""]
+
+    lines += ["| per method | " + " | ".join(R.code(m) for m in methods) + " |", "|---|" + "---:|" * len(methods)]
+    values = [dict(R.numeric_items(m.details, METHOD_KEYS)) for m in rows]
+    for key in METHOD_KEYS:
+        lines.append(f"| {key} | " + " | ".join(v.get(key, "—") for v in values) + " |")
+    for k in sorted({k for hits in top_k for k in hits}):
+        cells = [R.fmt(hits[k]) if k in hits else "—" for hits in top_k]
+        lines.append(f"| top_{k} hit rate | " + " | ".join(cells) + " |")
+    lines.append("")
+
+    shared = R.numeric_items(rows[0].details.get("shared"), SHARED_KEYS)
+    if shared:
+        lines += ["| both methods | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in shared), ""]
+    return lines
+
+
+def _top_k(details: Mapping[str, Any]) -> dict[int, float]:
+    """k -> hit rate; the keys are strings of whole numbers in JSON-safe details."""
+    from privacy_eval.report import is_number
+
+    hits = details.get("top_k")
+    if not isinstance(hits, Mapping):
+        return {}
+    return {int(k): float(v) for k, v in hits.items() if str(k).isdigit() and is_number(v)}
+
+
+METRIC = Metric(
+    key="linkage",
+    phase="linkage_attack",
+    check=_check,
+    compute=_compute,
+    rows=_rows,
+    report_section=_report_section,
+    figures=(RATE_FIGURE, TOP_K_FIGURE),
+    trusts_row_key=True,
+    first_pass=_first_pass,
+)
