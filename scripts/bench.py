@@ -2,11 +2,11 @@
 
     scripts/bench --rows 1000000 [--seed 0] [--data bench-data] [--master local[2]]
 
-Generates a seeded original/synthetic pair with tests/datagen.py (the property test's
+Generates a seeded original/synthetic pair with tests/support/datagen.py (the property test's
 generator), writes it as Parquet, then times, in this one run:
   - Spark: privacy_eval.evaluation.evaluate (read + all three metrics), warm session;
   - DuckDB: the same formulas in SQL over the same Parquet files;
-  - pandas: tests/reference.py on the same files;
+  - pandas: tests/support/reference.py on the same files;
   - the KPR binning step alone, natively (the job's choice) and as a mapInPandas UDF.
 All engines must agree on every count; the script fails loudly if they do not.
 """
@@ -17,8 +17,8 @@ import argparse
 import logging
 import os
 import platform
-import threading
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import datagen, reference  # noqa: E402
+from tests.support import datagen, reference  # noqa: E402
 
 COLUMNS = datagen.COLUMNS
 KNOWN = datagen.KNOWN
@@ -101,8 +101,12 @@ def run_duckdb(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
 
 def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
     from privacy_eval.config import (
-        ColumnDirectMatchConfig, Config, KnowledgeProtectionConfig, MetricsConfig,
-        RowDirectMatchConfig, Source,
+        ColumnDirectMatchConfig,
+        Config,
+        KnowledgeProtectionConfig,
+        MetricsConfig,
+        RowDirectMatchConfig,
+        Source,
     )
     from privacy_eval.evaluation import evaluate
 
@@ -179,7 +183,7 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -244,9 +248,9 @@ def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, flo
 
 
 def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[float, float]:
-    from privacy_eval.config import LinkageConfig
+    from privacy_eval.config import LinkageConfig, MetricsConfig
     from privacy_eval.inputs import prepare_inputs
-    from privacy_eval.linkage import complete_targets, linkage_attack, side_statistics
+    from privacy_eval.linkage import linkage_attack
 
     config = LinkageConfig(targets=LINK_TARGETS, blocking=LINK_BLOCKING, methods=["mahalanobis"],
                            drop_incomplete=True)
@@ -257,8 +261,7 @@ def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[flo
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
         inputs = prepare_inputs(spark.read.parquet(str(original_path)).select(*cols),
                                 spark.read.parquet(str(synthetic_path)).select(*cols), row_key="id", cache=(),
-                                paired_where=complete_targets(config), side_aggregates=side_statistics(config),
-                                prepared_for=config)
+                                metrics=MetricsConfig(linkage=config))
         try:
             return linkage_attack(inputs, config).methods["mahalanobis"].success_rate
         finally:
@@ -336,15 +339,15 @@ def main() -> int:
     rows.append(("DuckDB", duck_s, duck_result))
     if not args.skip_pandas:
         pandas_result, pandas_s = run_pandas(original_path, synthetic_path)
-        rows.append(("pandas (tests/reference.py)", pandas_s, pandas_result))
+        rows.append(("pandas (tests/support/reference.py)", pandas_s, pandas_result))
     binning = run_binning(spark, synthetic_path)
     spark.stop()
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
     print()
-    print(f"| engine | rows per side | wall time (s) | vs DuckDB | reproduced | exposed |")
-    print(f"|---|---:|---:|---:|---:|---:|")
+    print("| engine | rows per side | wall time (s) | vs DuckDB | reproduced | exposed |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, seconds, result in rows:
         print(f"| {name} | {args.rows:,} | {seconds:.1f} | {seconds / duck_s:.2f}x | "
               f"{result['reproduced']} | {result['exposed']} |")

@@ -1,16 +1,18 @@
 """One SparkSession for the whole test session, configured for small data (tiny
-tables start faster that way): one shuffle partition, no UI, no adaptive execution."""
+tables start faster that way): one shuffle partition, no UI, no adaptive execution.
+After each test that used it, its cache and temporary views are cleared, so that no
+test sees what another left behind.
+
+The tests are laid out by what they need: tests/unit (no JVM), tests/spark (this
+session), tests/job (the entry script or spark-submit), tests/airflow (the DAG, in
+Airflow's own venv); their helpers are in tests/support."""
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
 
 # Workers must run this interpreter (with pandas and pyarrow), not the system python3.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -39,6 +41,20 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _clean_spark_state(request):
+    """Clear the shared session's cache and temporary views after each test that used it
+    (only then: a unit test must not start a JVM)."""
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    session = request.getfixturevalue("spark")
+    session.catalog.clearCache()
+    for table in session.catalog.listTables():
+        if table.isTemporary:
+            session.catalog.dropTempView(table.name)
 
 
 @pytest.fixture

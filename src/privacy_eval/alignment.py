@@ -91,9 +91,10 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F

@@ -13,14 +13,14 @@ import os
 import sys
 import traceback
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
 
 from privacy_eval import __version__
+from privacy_eval.commit import CommitError
 from privacy_eval.config import Config, load_config
 from privacy_eval.errors import UserError, spark_error_logs_silenced
-from privacy_eval.commit import CommitError
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
 

@@ -23,7 +23,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Union
 
 import yaml
 
@@ -39,9 +39,9 @@ _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Source:
     """Where one input table comes from: a file or folder (`path`) or a catalog `table`."""
 
-    path: Optional[str] = None
-    table: Optional[str] = None
-    format: Optional[Literal["csv", "parquet", "json", "orc"]] = None
+    path: str | None = None
+    table: str | None = None
+    format: Literal["csv", "parquet", "json", "orc"] | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,7 +56,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_percent_target(metric: str, target: Optional[float]) -> None:
+def _check_percent_target(metric: str, target: float | None) -> None:
     if _is_number(target):
         _fail_unless(0 <= target <= 100, f"metrics.{metric}.target", "must lie in 0..100 (percent)")
 
@@ -65,9 +65,29 @@ def _check_distinct(key: str, names: Any) -> None:
     _fail_unless(len(set(names)) == len(names), key, "lists a column twice")
 
 
+def _choices(cls: type, name: str) -> tuple[Any, ...]:
+    """The values a Literal field (or a list of them) allows."""
+    tp = typing.get_type_hints(cls)[name]
+    if typing.get_origin(tp) is list:
+        tp = typing.get_args(tp)[0]
+    return typing.get_args(tp)
+
+
+def _check_choice(key: str, value: Any, choices: tuple[Any, ...]) -> None:
+    allowed = ", ".join(str(c) for c in choices)
+    _fail_unless(value in choices, key, f"must be one of {allowed}, got '{value}'")
+
+
+def _check_number(key: str, value: Any, whole: bool = False) -> None:
+    if whole:
+        _fail_unless(_is_number(value) and isinstance(value, int), key, f"must be a whole number, got {_type_name(value)}")
+    else:
+        _fail_unless(_is_number(value), key, f"must be a number, got {_type_name(value)}")
+
+
 @dataclass(frozen=True)
 class RowDirectMatchConfig:
-    target: Optional[float] = 90.0
+    target: float | None = 90.0
 
     def __post_init__(self) -> None:
         _check_percent_target("row_direct_match", self.target)
@@ -75,7 +95,7 @@ class RowDirectMatchConfig:
 
 @dataclass(frozen=True)
 class ColumnDirectMatchConfig:
-    target: Optional[float] = 50.0
+    target: float | None = 50.0
 
     def __post_init__(self) -> None:
         _check_percent_target("column_direct_match", self.target)
@@ -84,7 +104,7 @@ class ColumnDirectMatchConfig:
 @dataclass(frozen=True)
 class KnowledgeProtectionConfig:
     known_variables: list[str]
-    target: Optional[float] = 95.0
+    target: float | None = 95.0
     bin_width: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -112,19 +132,26 @@ class LinkageConfig:
     tolerance: float = DEFAULT_TOLERANCE
     top_k: list[int] = field(default_factory=lambda: [1, 5, 10])
     drop_incomplete: bool = False
-    target: Optional[float] = None
+    target: float | None = None
 
     def __post_init__(self) -> None:
         key = "metrics.linkage."
         _fail_unless(bool(self.targets), key + "targets", "must not be empty")
         _check_distinct(key + "targets", self.targets)
-        if _is_number(self.ridge):
-            _fail_unless(0 <= self.ridge < float("inf"), key + "ridge", "must not be negative, and must be finite")
-        if _is_number(self.tolerance):
-            _fail_unless(0 <= self.tolerance < float("inf"), key + "tolerance", "must be a finite non-negative number")
+        # The choices and numbers again for a configuration built by hand (the loader
+        # has checked them for a YAML file, with these same words), so that the attack
+        # can take them as given.
+        for i, method in enumerate(self.methods or ()):
+            _check_choice(f"{key}methods[{i}]", method, _choices(LinkageConfig, "methods"))
+        _check_choice(key + "cov_from", self.cov_from, _choices(LinkageConfig, "cov_from"))
+        _check_number(key + "ridge", self.ridge)
+        _fail_unless(0 <= self.ridge < float("inf"), key + "ridge", "must not be negative, and must be finite")
+        _check_number(key + "tolerance", self.tolerance)
+        _fail_unless(0 <= self.tolerance < float("inf"), key + "tolerance", "must be a finite non-negative number")
         _fail_unless(bool(self.methods), key + "methods", "must not be empty")
-        top_k = [k for k in self.top_k or () if _is_number(k)]
-        _fail_unless(all(k >= 1 for k in top_k), key + "top_k", "values must be at least 1")
+        for i, k in enumerate(self.top_k or ()):
+            _check_number(f"{key}top_k[{i}]", k, whole=True)
+        _fail_unless(all(k >= 1 for k in self.top_k or ()), key + "top_k", "values must be at least 1")
         if _is_number(self.target):
             _fail_unless(0 <= self.target <= 1, key + "target", "must lie in 0..1 (a success rate)")
 
@@ -133,10 +160,10 @@ class LinkageConfig:
 class MetricsConfig:
     """A metric runs when its key is present (an empty mapping takes the defaults)."""
 
-    row_direct_match: Optional[RowDirectMatchConfig] = None
-    column_direct_match: Optional[ColumnDirectMatchConfig] = None
-    knowledge_protection: Optional[KnowledgeProtectionConfig] = None
-    linkage: Optional[LinkageConfig] = None
+    row_direct_match: RowDirectMatchConfig | None = None
+    column_direct_match: ColumnDirectMatchConfig | None = None
+    knowledge_protection: KnowledgeProtectionConfig | None = None
+    linkage: LinkageConfig | None = None
 
     def __post_init__(self) -> None:
         configured = any(getattr(self, f.name) is not None for f in dataclasses.fields(self))
@@ -309,9 +336,7 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _coerce(inner[0], value, key)
     if origin is Literal:
-        if value not in args:
-            allowed = ", ".join(str(a) for a in args)
-            raise ConfigError(f"key '{key}' must be one of {allowed}, got '{value}'")
+        _check_choice(key, value, args)
         return value
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, key)
@@ -333,12 +358,10 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"key '{key}' must be true or false, got {_type_name(value)}")
         return value
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"key '{key}' must be a number, got {_type_name(value)}")
+        _check_number(key, value)
         return float(value)
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"key '{key}' must be a whole number, got {_type_name(value)}")
+        _check_number(key, value, whole=True)
         return value
     if tp is str:
         # YAML reads `dataset: 2024` as a number; a name is still meant.

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from privacy_eval.config import POSITION_KEY, Config, MetricsConfig
 from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
-from privacy_eval.inputs import POSITION, EvaluationInputs, prepare_inputs, read_table, rereads_cheaply
+from privacy_eval.inputs import EvaluationInputs, prepare_inputs
 from privacy_eval.metrics import Metric, Shared, configured
+from privacy_eval.reading import POSITION, read_table, rereads_cheaply
 from privacy_eval.results import ColumnRow, MetricRow
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F

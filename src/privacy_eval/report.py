@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import matplotlib.style
 from matplotlib.axes import Axes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -66,7 +66,7 @@ def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] 
     """
     # Under spark-submit the JVM already runs and holds --master and every --conf as system
     # properties; a SparkConf made before connecting to it sees none of them (the job then
-    # silently ran in local[*] on a cluster: tests/test_cluster.py).
+    # silently ran in local[*] on a cluster: tests/job/test_cluster.py).
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         SparkContext._ensure_initialized()
     conf = SparkConf()

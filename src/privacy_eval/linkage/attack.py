@@ -143,12 +143,11 @@ def linkage_attack(
 
     ``inputs.original`` and ``inputs.synthetic`` hold the row key (unique, non-null, one
     type on both sides) and the compared columns (types reconciled). When the inputs
-    were prepared for this configuration (``prepare_inputs(paired_where=
-    complete_targets(config), side_aggregates=side_statistics(config),
-    prepared_for=config)``), their key check's count of true pairs spares the attack a
-    join on the key, and their per-side statistics its pass for the null counts and
-    moments. Raises :class:`InputError` for anything the user must fix; the message
-    names the column.
+    were prepared for this configuration (``prepare_inputs(...,
+    metrics=MetricsConfig(linkage=config))``, as the job prepares them), their key
+    check's count of true pairs spares the attack a join on the key, and their per-side
+    statistics its pass for the null counts and moments. Raises :class:`InputError` for
+    anything the user must fix; the message names the column.
     """
     from privacy_eval.inputs import KEY
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 # Warnings keep the logger name they were always logged under.
 log = logging.getLogger("privacy_eval.evaluation")
 
-Row = Union[MetricRow, ColumnRow]
+Row = MetricRow | ColumnRow
 ReportSection = Callable[[Path, Sequence[MetricRow], Sequence[ColumnRow]], list[str]]
 
 

@@ -4,9 +4,9 @@ Direct Match Protection")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

@@ -14,8 +14,9 @@ original is among their best candidates.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.metrics import Metric, Shared

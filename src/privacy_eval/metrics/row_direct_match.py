@@ -3,8 +3,8 @@ verbatim in the synthetic table (docs/metrics.md, "Row Direct Match Protection")
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

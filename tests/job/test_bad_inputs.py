@@ -1,0 +1,371 @@
+"""Bad inputs through the real entry point: each exits 2 with exactly one `error:` line
+naming the key, file or column at fault, no traceback, and results tables left byte for
+byte as they were (docs/interface.md, "Exit codes"). And the odd inputs that must simply work.
+
+The cases run the entry script in-process (tests/support/jobrun.py) against a warehouse seeded
+by one successful run; one case goes through a real spark-submit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.support import reference
+from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, submit, tree_digest
+from tests.support.tables import base_frames, to_csv
+
+DATABASE = "bad_inputs"
+DELETE = object()  # in a Case's config: remove this key from the base configuration
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    says: tuple[str, ...]  # what the error line must name (key, file or column), and why
+    config: dict[str, Any] = field(default_factory=dict)  # merged into the base config
+    files: dict[str, str] = field(default_factory=dict)  # written beside the config
+    args: tuple[str, ...] = ()  # extra command-line arguments; {case} is the case folder
+    config_text: str | bytes | None = None  # the config file verbatim, instead
+
+
+O, S = base_frames()
+HEADER_ONLY = ",".join(O.columns) + "\n"
+
+
+def edited(frame: pd.DataFrame, **columns: Any) -> str:
+    return to_csv(frame.assign(**columns))
+
+
+METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage")
+
+
+def only(metric: str, **settings: Any) -> dict[str, Any]:
+    """The metrics change that runs `metric` alone, with `settings` over its own: a case
+    about one metric need not pay for the others."""
+    return {name: settings if name == metric else DELETE for name in METRICS}
+
+
+CASES = [
+    # --- the configuration
+    Case("config_missing_dataset", ("'dataset'",), {"dataset": DELETE}),
+    Case("config_unknown_key", ("'exlude'",), {"exlude": ["city"]}),
+    Case("config_unknown_metric", ("'metrics.row_direct_macth'",), {"metrics": {"row_direct_macth": {}}}),
+    Case("config_wrong_type", ("'exclude'", "list"), {"exclude": "city"}),
+    Case("config_no_metric", ("'metrics'",), {"metrics": DELETE}),
+    Case("config_target_out_of_range", ("'metrics.row_direct_match.target'",),
+         {"metrics": {"row_direct_match": {"target": 150}}}),
+    Case("config_path_and_table", ("'original'", "path", "table"), {"original": {"table": "db.t"}}),
+    Case("config_not_yaml", ("job.yaml", "not valid YAML"), config_text="dataset: [unclosed\n"),
+    Case("config_not_utf8", ("job.yaml", "UTF-8"), config_text="dataset: caf\u00e9\n".encode("latin-1")),
+    Case("config_file_missing", ("nope.yaml",), args=("--config", "{case}/nope.yaml")),
+    Case("cli_unknown_option", ("--bogus",), args=("--bogus",)),
+    Case("set_unknown_key", ("'results.wharehouse'",), args=("--set", "results.wharehouse=/tmp")),
+    Case("set_without_value", ("--set", "dataset"), args=("--set", "dataset")),
+    Case("bad_database_name", ("'results.database'",), {"results": {"database": "my-db"}}),
+    Case("warehouse_not_writable", ("results.warehouse", "not writable"),
+         args=("--set", "results.warehouse={case}/o.csv/wh"), files={"o.csv": to_csv(O)}),
+    # --- reading the files
+    Case("missing_file", ("original", "nope.csv"), {"original": {"path": "nope.csv"}}),
+    Case("empty_file", ("original", "o.csv", "no columns"), {"original": {"path": "o.csv"}}, {"o.csv": ""}),
+    Case("header_only", ("original", "no rows"), {"original": {"path": "o.csv"}}, {"o.csv": HEADER_ONLY}),
+    Case("csv_declared_parquet", ("original", "o.csv", "parquet", "original.format"),
+         {"original": {"path": "o.csv", "format": "parquet"}}, {"o.csv": to_csv(O)}),
+    Case("csv_declared_json", ("original", "o.csv", "json", "original.format"),
+         {"original": {"path": "o.csv", "format": "json"}}, {"o.csv": to_csv(O)}),
+    Case("unknown_extension", ("original.format",), {"original": {"path": "o.txt"}}, {"o.txt": to_csv(O)}),
+    Case("wrong_separator", ("original", "original.options.sep"),
+         {"original": {"path": "o.csv"}}, {"o.csv": to_csv(O, sep=";")}),
+    Case("malformed_record_under_failfast", ("original", "MALFORMED_CSV_RECORD", "original.options"),
+         {"original": {"path": "o.csv", "options": {"mode": "FAILFAST"}}},
+         {"o.csv": to_csv(O) + "13,30,70.0,Lyon,1,1,one field too many\n"}),
+    Case("table_not_found", ("original", "nowhere.people"), {"original": {"table": "nowhere.people", "path": DELETE}}),
+    # --- row keys and columns
+    Case("row_key_absent_one_side", ("row_key", "'id'", "synthetic"),
+         {"synthetic": {"path": "s.csv"}}, {"s.csv": to_csv(S.drop(columns="id"))}),
+    Case("row_key_duplicated", ("row_key", "'id'", "original", "not unique"),
+         {"original": {"path": "o.csv"}}, {"o.csv": edited(O, id=[1, 1, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12])}),
+    Case("row_key_null", ("row_key", "'id'", "null", "original"),
+         {"original": {"path": "o.csv"}}, {"o.csv": edited(O, id=pd.array([None, *range(2, 13)], dtype="Int64"))}),
+    Case("row_key_types_differ", ("row_key", "'id'"),
+         {"synthetic": {"path": "s.csv"}}, {"s.csv": edited(S, id=[f"k{i}" for i in range(12)])}),
+    Case("position_row_counts_differ", ("@position",),
+         {"row_key": "@position", "exclude": ["id"], "synthetic": {"path": "s.csv"}}, {"s.csv": to_csv(S.iloc[:11])}),
+    Case("position_with_a_table", ("original", "@position"),
+         {"row_key": "@position", "original": {"table": "db.people", "path": DELETE}}),
+    Case("nothing_left_to_compare", ("'exclude'",),
+         {"exclude": ["age", "weight", "city", "group", "unit"], "metrics": {"row_direct_match": {}}}),
+    Case("exclude_names_no_column", ("exclude", "'nope'"), {"exclude": ["nope"]}),
+    Case("column_on_one_side_only", ("'secret'", "original"),
+         {"original": {"path": "o.csv"}}, {"o.csv": edited(O, secret=range(12))}),
+    Case("reserved_column_name", ("'__pe_key'",),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}},
+         {"o.csv": edited(O, __pe_key=1), "s.csv": edited(S, __pe_key=1)}),
+    Case("number_vs_text", ("'age'", "string", "cast"),
+         {"synthetic": {"path": "s.csv"}}, {"s.csv": edited(S, age=["old"] + list(S["age"][1:]))}),
+    Case("cast_not_a_type", ("cast", "'age'", "numbr"), {"cast": {"age": "numbr"}}),
+    Case("cast_impossible", ("cast", "'age'", "array<int>"), {"cast": {"age": "array<int>"}}),
+    Case("cast_values_do_not_convert", ("cast", "'city'", "12 value(s)", "double"), {"cast": {"city": "double"}}),
+    Case("categorical_not_compared", ("categorical", "'nope'"), {"categorical": ["nope"]}),
+    # --- knowledge protection
+    Case("known_variable_not_in_data", ("known variable", "'Age'"),
+         {"metrics": {"knowledge_protection": {"known_variables": ["Age"]}}}),
+    Case("known_variable_excluded", ("known variable", "'weight'"),
+         {"exclude": ["weight"], "metrics": {"knowledge_protection": {"known_variables": ["weight"]},
+                                             "linkage": DELETE}}),
+    Case("zero_mean_known_variable", ("'balance'", "categorical", "bin_width.balance"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"},
+          "metrics": only("knowledge_protection", known_variables=["balance"])},
+         {"o.csv": edited(O, balance=[-6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6]),
+          "s.csv": edited(S, balance=[0] * 12)}),
+    Case("bin_width_of_a_category", ("'bin_width.group'", "categorical"),
+         {"categorical": ["group"],
+          "metrics": {"knowledge_protection": {"known_variables": ["group"], "bin_width": {"group": 1}}}}),
+    Case("bin_width_not_known", ("'metrics.knowledge_protection.bin_width.weight'",),
+         {"metrics": {"knowledge_protection": {"bin_width": {"weight": 1}}}}),
+    # --- linkage
+    Case("linkage_target_text", ("linkage", "'city'", "numeric"), {"metrics": {"linkage": {"targets": ["city"]}}}),
+    Case("linkage_target_repeated", ("'metrics.linkage.targets'", "twice"),
+         {"metrics": {"linkage": {"targets": ["age", "age"]}}}),
+    Case("linkage_target_null", ("linkage", "'weight'", "null", "drop_incomplete"),
+         {"original": {"path": "o.csv"}, "metrics": only("linkage")}, {"o.csv": edited(O, weight=[None] + list(O["weight"][1:]))}),
+    Case("linkage_targets_constant", ("linkage", "'unit'", "constant"), {"metrics": only("linkage", targets=["unit"])}),
+    Case("linkage_one_distinct_original", ("linkage", "2 distinct original records"),
+         {"original": {"path": "o.csv"}, "metrics": only("linkage")}, {"o.csv": edited(O, age=40, weight=70.0)}),
+    Case("linkage_one_original_row", ("linkage", "at least 2 original records"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": only("linkage")},
+         {"o.csv": to_csv(O.iloc[:1]), "s.csv": to_csv(S.iloc[:1])}),
+    Case("linkage_negative_ridge", ("'metrics.linkage.ridge'", "negative"), {"metrics": {"linkage": {"ridge": -0.5}}}),
+    Case("linkage_ridge_not_a_number", ("'metrics.linkage.ridge'",), {"metrics": {"linkage": {"ridge": float("nan")}}}),
+    Case("linkage_unknown_cov_from", ("'metrics.linkage.cov_from'", "raw, anon, pooled"),
+         {"metrics": {"linkage": {"cov_from": "both"}}}),
+    Case("linkage_blocking_missing", ("linkage", "blocking", "'Group'"), {"metrics": {"linkage": {"blocking": ["Group"]}}}),
+]
+
+
+def base_config(data: Path, warehouse: Path) -> dict[str, Any]:
+    return {
+        "dataset": "bad_inputs",
+        "original": {"path": str(data / "original.csv")},
+        "synthetic": {"path": str(data / "synthetic.csv")},
+        "row_key": "id",
+        "metrics": {
+            "row_direct_match": {},
+            "column_direct_match": {},
+            "knowledge_protection": {"known_variables": ["age", "city"]},
+            "linkage": {"targets": ["age", "weight"], "blocking": ["group"]},
+        },
+        "results": {"warehouse": str(warehouse), "database": DATABASE},
+    }
+
+
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if value is DELETE:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bad_inputs")
+    data = root / "data"
+    data.mkdir()
+    (data / "original.csv").write_text(to_csv(O))
+    (data / "synthetic.csv").write_text(to_csv(S))
+    return {"root": root, "data": data, "warehouse": root / "warehouse"}
+
+
+def write_case(case_dir: Path, config: dict[str, Any] | None = None, files: dict[str, str] | None = None,
+               config_text: str | bytes | None = None) -> Path:
+    """The case's folder: its files and its config (dumped, or `config_text` verbatim)."""
+    case_dir.mkdir()
+    for name, text in (files or {}).items():
+        (case_dir / name).write_text(text)
+    path = case_dir / "job.yaml"
+    if config_text is None:
+        config_text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+    if isinstance(config_text, bytes):
+        path.write_bytes(config_text)
+    else:
+        path.write_text(config_text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def seeded(spark, workspace) -> dict[str, Path]:
+    """The workspace after one successful run: the results tables exist and hold a run."""
+    seed = merged(base_config(workspace["data"], workspace["warehouse"]), {"metrics": {"linkage": DELETE}})
+    config = write_case(workspace["root"] / "seed", seed)
+    code, output = run_in_process(spark, ["--config", str(config), "--run-id", "seed"])
+    assert code == 0, output
+    tables = workspace["warehouse"] / f"{DATABASE}.db"
+    assert (tables / "metric_results" / "run_id=seed").is_dir()
+    assert (tables / "column_protection" / "run_id=seed").is_dir()
+    return workspace
+
+
+def case_of(entry: Case | Any) -> Case:
+    return entry if isinstance(entry, Case) else entry.values[0]
+
+
+def test_there_are_enough_distinct_cases():
+    names = [case_of(entry).name for entry in CASES]
+    assert len(set(names)) == len(names) >= 30
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bad_input_exits_2_with_one_error_line(spark, seeded, case: Case):
+    warehouse = seeded["warehouse"]
+    case_dir = seeded["root"] / case.name
+    config = write_case(case_dir, merged(base_config(seeded["data"], warehouse), case.config),
+                        case.files, case.config_text)
+    args = [a.replace("{case}", str(case_dir)) for a in case.args]
+    if "--config" not in args:
+        args = ["--config", str(config), *args]
+    before, cached_before = tree_digest(warehouse), persisted_rdds(spark)
+
+    code, output = run_in_process(spark, [*args, "--run-id", case.name])
+
+    errors = error_lines(output)
+    assert code == 2, output
+    assert len(errors) == 1, output
+    for part in case.says:
+        assert part in errors[0], f"{part!r} not in {errors[0]!r}"
+    assert "Traceback" not in output, output
+    assert tree_digest(warehouse) == before
+    assert persisted_rdds(spark) == cached_before, "a failed run left data cached"
+
+
+@pytest.mark.slow
+def test_bad_input_through_spark_submit(seeded, tmp_path):
+    """The same contract from a real driver: Spark's own log is on this output too."""
+    warehouse = seeded["warehouse"]
+    config = write_case(tmp_path / "case",
+                        merged(base_config(seeded["data"], warehouse), {"original": {"path": "o.csv", "format": "parquet"}}),
+                        {"o.csv": to_csv(O)})
+    before = tree_digest(warehouse)
+    code, output = submit(["--config", str(config), "--run-id", "submitted"])
+    errors = error_lines(output)
+    assert code == 2, output[-5000:]
+    assert len(errors) == 1 and "o.csv" in errors[0] and "parquet" in errors[0], output[-5000:]
+    assert "Traceback" not in output, output[-5000:]
+    assert tree_digest(warehouse) == before
+
+
+# --------------------------------------------------------------------------
+# odd inputs that must work
+# --------------------------------------------------------------------------
+
+ODD_NAMES = ["a b", "c.d", "e`f", "g'h", 'q"r', "ünïcødé"]
+
+
+def read_run(spark, warehouse: Path, run_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """This run's rows of both tables, read straight from the Parquet files."""
+    tables = warehouse / f"{DATABASE}.db"
+    metrics = spark.read.parquet(str(tables / "metric_results")).filter(f"run_id = '{run_id}'").collect()
+    columns = spark.read.parquet(str(tables / "column_protection")).filter(f"run_id = '{run_id}'").collect()
+    return ({r["metric"]: r.asDict() for r in metrics}, {r["column_name"]: r.asDict() for r in columns})
+
+
+def run_ok(spark, seeded, name: str, config: dict[str, Any], files: dict[str, str]):
+    path = write_case(seeded["root"] / name, merged(base_config(seeded["data"], seeded["warehouse"]), config), files)
+    code, output = run_in_process(spark, ["--config", str(path), "--run-id", name])
+    assert code == 0, output
+    assert not error_lines(output)
+    return read_run(spark, seeded["warehouse"], name)
+
+
+def check_against_reference(metrics: dict, columns: dict, original: pd.DataFrame, synthetic: pd.DataFrame,
+                            compared: list[str], key: str, known: list[str], numeric: list[str]) -> None:
+    rdm = reference.row_direct_match(original, synthetic, compared)
+    cdm = reference.column_direct_match(original, synthetic, compared, key)
+    kpr = reference.knowledge_protection(original, synthetic, compared, known, numeric)
+    assert metrics["row_direct_match_protection"]["value"] == pytest.approx(rdm["protection"], abs=1e-9)
+    assert metrics["row_direct_match_protection"]["numerator"] == rdm["reproduced"]
+    assert metrics["column_direct_match_protection"]["value"] == pytest.approx(cdm["protection"], abs=1e-9)
+    assert {c: (r["matches"], r["distinct_synthetic"]) for c, r in columns.items()} == {
+        c: (p["matches"], p["distinct"]) for c, p in cdm["per_column"].items()}
+    assert metrics["knowledge_protection_rate"]["numerator"] == kpr["exposed"]
+    assert metrics["knowledge_protection_rate"]["value"] == pytest.approx(kpr["protection"], abs=1e-9)
+
+
+def test_odd_column_names_work_everywhere(spark, seeded):
+    """Space, dot, backtick, both quotes and non-ASCII letters, in every role: compared,
+    row key, known variable, linkage target and blocking column."""
+    rename = dict(zip(["age", "weight", "city", "group", "unit"], ODD_NAMES[:5])) | {"id": "k" + ODD_NAMES[5]}
+    original, synthetic = O.rename(columns=rename), S.rename(columns=rename)
+    synthetic[ODD_NAMES[5]] = original[ODD_NAMES[5]] = range(12)  # an identifier copied verbatim
+    key = rename["id"]
+    quoted = {"escape": '"'}  # pandas doubles a quote inside a quoted field (RFC 4180)
+    metrics, columns = run_ok(spark, seeded, "odd_names", {
+        "original": {"path": "o.csv", "options": quoted}, "synthetic": {"path": "s.csv", "options": quoted},
+        "row_key": key,
+        "metrics": {"knowledge_protection": {"known_variables": [rename["age"], rename["city"]]},
+                    "linkage": {"targets": [rename["age"], rename["weight"]], "blocking": [rename["group"]]}},
+    }, {"o.csv": to_csv(original), "s.csv": to_csv(synthetic)})
+    assert set(columns) == set(ODD_NAMES)
+    assert columns[ODD_NAMES[5]]["protection"] == 0.0 and columns[ODD_NAMES[5]]["risk_rank"] == 1
+    check_against_reference(metrics, columns, original, synthetic, ODD_NAMES, key,
+                            [rename["age"], rename["city"]], [rename["age"]])
+    details = json.loads(metrics["linkage_success_rate"]["details"])
+    assert details["shared"]["targets"] == [rename["age"], rename["weight"]]
+    assert details["shared"]["blocking"] == [rename["group"]]
+
+
+def test_column_entirely_null_on_one_side_takes_the_other_sides_type(spark, seeded):
+    """CSV infers a column without any value as text; against numbers on the other side
+    that must not be a type error. Also a column null on both sides."""
+    original = O.assign(score=float("nan"), blank=float("nan"))
+    synthetic = S.assign(score=[3.5, 1.0] * 6, blank=float("nan"))
+    metrics, columns = run_ok(spark, seeded, "all_null", {
+        "original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"},
+        "metrics": {"linkage": DELETE},
+    }, {"o.csv": to_csv(original), "s.csv": to_csv(synthetic)})
+    compared = ["age", "weight", "city", "group", "unit", "score", "blank"]
+    assert columns["score"]["matches"] == 0 and columns["score"]["distinct_synthetic"] == 2
+    assert columns["blank"]["matches"] == 12 and columns["blank"]["distinct_synthetic"] == 1
+    check_against_reference(metrics, columns, original, synthetic, compared, "id", ["age", "city"], ["age"])
+
+
+def test_one_row_tables(spark, seeded):
+    """n = 1: the one original row occurs once. The synthetic row differs in age only:
+    not reproduced (RDMP 100), every other column matches with u_c = 1 (P_c = 0), and
+    the known variables (city, and age binned by 5 % of itself) single it out (KPR 0).
+    The linkage attack needs 2 originals: see linkage_one_original_row."""
+    original, synthetic = O.iloc[:1], O.iloc[:1].assign(age=24)
+    metrics, columns = run_ok(spark, seeded, "one_row", {
+        "original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": {"linkage": DELETE},
+    }, {"o.csv": to_csv(original), "s.csv": to_csv(synthetic)})
+    assert metrics["row_direct_match_protection"]["value"] == 100.0
+    assert metrics["column_direct_match_protection"]["value"] == 0.0
+    assert columns["age"]["protection"] == 100.0 and columns["weight"]["protection"] == 0.0
+    kpr = metrics["knowledge_protection_rate"]
+    assert kpr["value"] == 0.0 and kpr["numerator"] == 1
+
+
+def test_in_process_runs_leave_the_shared_session_intact(spark, seeded):
+    """The job's session factory hands the job this very session; what the job sets on
+    it (log level, required confs, its results database) must not change what the other
+    tests rely on. Runs after this module's in-process runs."""
+    from privacy_eval.session import build_session
+
+    assert build_session("privacy-eval") is spark
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert spark.catalog.currentDatabase() == "default"
+    root = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+    assert str(root.getLevel()) == "ERROR"
+    assert spark.range(5).selectExpr("sum(id)").collect()[0][0] == 10

@@ -1,0 +1,83 @@
+"""The job end to end, through spark-submit, as a scheduler would run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.expected import check_run, expected_aids, expected_wbcd
+from tests.support.jobrun import ENV, FAST, JOB, SPARK_SUBMIT, read_back, tree_digest
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def submit(config: str, *args: str) -> subprocess.CompletedProcess:
+    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB),
+               "--config", str(ROOT / "conf" / "examples" / config), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def test_examples_land_in_the_results_tables(tmp_path):
+    warehouse = tmp_path / "wh"
+    wh = ["--set", f"results.warehouse={warehouse}"]
+
+    first = submit("wbcd.yaml", "--run-id", "r1", *wh)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "row_direct_match_protection" in first.stdout and "run_id r1" in first.stdout
+    # An Airflow-style run id, with ':' and '+' in it.
+    airflow_id = "manual__2026-11-29T12:34:15.676400+00:00"
+    second = submit("aids.yaml", "--run-id", airflow_id, *wh)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    # Re-running r1 with another target replaces its rows instead of adding to them.
+    again = submit("wbcd.yaml", "--run-id", "r1", *wh, "--set", "metrics.row_direct_match.target=99")
+    assert again.returncode == 0, again.stderr[-3000:]
+
+    tables = read_back(warehouse)
+    runs = {}
+    for row in tables["metric_results"]:
+        runs.setdefault(row["run_id"], []).append(row)
+    assert set(runs) == {"r1", airflow_id}
+    assert len(runs["r1"]) == 6 and len(runs[airflow_id]) == 6
+    columns = {}
+    for row in tables["column_protection"]:
+        columns.setdefault(row["run_id"], []).append(row)
+    assert len(columns["r1"]) == 10 and len(columns[airflow_id]) == 26
+
+    check_run(runs["r1"], columns["r1"], expected_wbcd())
+    check_run(runs[airflow_id], columns[airflow_id], expected_aids())
+    rdm = next(r for r in runs["r1"] if r["metric"] == "row_direct_match_protection")
+    assert rdm["target"] == 99 and rdm["passed"] is False
+    assert rdm["dataset"] == "wbcd_avatar_k20" and rdm["n_original"] == 683 and rdm["n_synthetic"] == 683
+    assert len(rdm["config_sha256"]) == 64 and len(rdm["input_fingerprint"]) == 64
+    details = json.loads(rdm["details"])
+    assert details["n"] == 683
+
+    # Failing runs leave both tables exactly as they were.
+    before = tree_digest(warehouse)
+    bad = submit("wbcd.yaml", "--run-id", "r3", *wh,
+                 "--set", "metrics.knowledge_protection.known_variables=[Not_A_Column]")
+    assert bad.returncode == 2
+    error_lines = [l for l in (bad.stdout + bad.stderr).splitlines() if l.startswith("error:")]
+    assert len(error_lines) == 1 and "Not_A_Column" in error_lines[0]
+    assert "Traceback" not in bad.stdout + bad.stderr
+    gated = submit("wbcd.yaml", "--run-id", "r4", *wh, "--fail-on-target",
+                   "--set", "metrics.column_direct_match.target=100")
+    assert gated.returncode == 3
+    assert "FAIL" in gated.stdout
+    assert tree_digest(warehouse) == before
+
+
+def test_configuration_errors_exit_2_without_a_jvm(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("dataset: x\noriginal: {path: a.csv}\nsynthetic: {path: b.csv}\nmetrics: {row_direct_macth: {}}\n")
+    done = subprocess.run([sys.executable, str(JOB), "--config", str(config)],
+                          capture_output=True, text=True, env=ENV, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: unknown key 'metrics.row_direct_macth' (allowed here: column_direct_match, "
+        "knowledge_protection, linkage, row_direct_match)"
+    ]

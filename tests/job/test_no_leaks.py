@@ -1,0 +1,106 @@
+"""No record value leaves the job: canaries planted in the inputs must not appear in its
+output (the driver log, since spark-submit prints Spark's log beside the job's own
+lines), in the results tables or in any file the run leaves in its warehouse and
+temporary folders. Once with every metric on, once with an input that makes Spark's own
+error messages quote a value (an impossible cast of a text column)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.support.jobrun import error_lines, submit
+from tests.support.leaks import CANARY_MARKS, CANARY_NUMBER, CANARY_TEXT, leaks, leaks_in_files
+
+pytestmark = pytest.mark.slow
+
+def planted_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The text canary in `city` (compared, a known variable), the number in `weight`
+    (compared, a known variable, a linkage target); the synthetic row copies both."""
+    n = 40
+    original = pd.DataFrame({
+        "id": range(n),
+        "age": [20 + (7 * i) % 45 for i in range(n)],
+        "weight": [55.0 + (11 * i) % 37 + 0.25 * (i % 4) for i in range(n)],
+        "city": [f"city{(3 * i) % 13}" for i in range(n)],
+        "group": [i % 3 for i in range(n)],
+    })
+    original.loc[0, "city"] = CANARY_TEXT  # first in its file: the first value a failing cast meets
+    original.loc[9, "weight"] = CANARY_NUMBER
+    synthetic = original.copy()
+    synthetic["age"] = original["age"] + [(i % 3) - 1 for i in range(n)]
+    synthetic.loc[9, "age"] = original.loc[9, "age"]  # the planted record is copied whole
+    return original, synthetic
+
+
+@pytest.fixture
+def planted(tmp_path) -> dict[str, Path]:
+    data = tmp_path / "data"
+    data.mkdir()
+    original, synthetic = planted_frames()
+    original.to_csv(data / "original.csv", index=False)
+    synthetic.to_csv(data / "synthetic.csv", index=False)
+    scratch = tmp_path / "scratch"  # every temporary folder the run may use
+    for name in ("local", "tmp", "java"):
+        (scratch / name).mkdir(parents=True)
+    return {"data": data, "scratch": scratch, "warehouse": tmp_path / "warehouse", "root": tmp_path}
+
+
+def run(planted: dict[str, Path], **changes) -> tuple[int, str]:
+    config = {
+        "dataset": "canaries",
+        "original": {"path": str(planted["data"] / "original.csv")},
+        "synthetic": {"path": str(planted["data"] / "synthetic.csv")},
+        "row_key": "id",
+        "metrics": {
+            "row_direct_match": {},
+            "column_direct_match": {},
+            "knowledge_protection": {"known_variables": ["city", "weight"]},
+            "linkage": {"targets": ["weight", "age"], "blocking": ["group"]},
+        },
+        "results": {"warehouse": str(planted["warehouse"]), "database": "canaries"},
+        **changes,
+    }
+    path = planted["root"] / "job.yaml"
+    path.write_text(yaml.safe_dump(config))
+    scratch = planted["scratch"]
+    return submit(
+        ["--config", str(path), "--run-id", "canaries"],
+        env={"TMPDIR": str(scratch / "tmp")},
+        spark_options=["--conf", f"spark.local.dir={scratch / 'local'}",
+                       "--driver-java-options", f"-Djava.io.tmpdir={scratch / 'java'}"],
+    )
+
+
+def test_the_scanner_finds_planted_canaries(planted):
+    """Control: the check below can fail."""
+    assert set(leaks_in_files(planted["data"])) == {"original.csv", "synthetic.csv"}
+    assert all(set(marks) == set(CANARY_MARKS) for marks in leaks_in_files(planted["data"]).values())
+
+
+def test_a_full_run_leaks_no_value(planted):
+    code, output = run(planted)
+    assert code == 0, output[-5000:]
+    assert "linkage_success_rate" in output
+    assert not leaks(output), output
+    tables = planted["warehouse"] / "canaries.db"
+    assert list(tables.glob("metric_results/run_id=canaries/*.parquet"))
+    assert list(tables.glob("column_protection/run_id=canaries/*.parquet"))
+    assert not leaks_in_files(planted["warehouse"])
+    assert not leaks_in_files(planted["scratch"])
+
+
+def test_spark_errors_that_quote_values_do_not_reach_the_output(planted):
+    """Casting the text column to a number fails on the canary: under ANSI, Spark's
+    message would be "The value 'Zq7Canary-Vx31' of the type STRING cannot be cast..."."""
+    code, output = run(planted, cast={"city": "double"})
+    errors = error_lines(output)
+    assert code == 2, output[-5000:]
+    assert len(errors) == 1 and "'city'" in errors[0], output[-5000:]
+    assert "Traceback" not in output
+    assert not leaks(output), output
+    assert not planted["warehouse"].exists()
+    assert not leaks_in_files(planted["scratch"])

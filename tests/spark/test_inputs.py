@@ -1,0 +1,292 @@
+"""Reading and reconciling the two inputs: types, keys, compared columns, positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from privacy_eval.config import Source
+from privacy_eval.errors import InputError
+from privacy_eval.frames import from_slice_sums as _from_slice_sums
+from privacy_eval.frames import long_slices as _long_slices
+from privacy_eval.inputs import KEY, prepare_inputs
+from privacy_eval.reading import POSITION, read_table
+
+
+def frames(spark, rows_o, schema_o, rows_s, schema_s):
+    return spark.createDataFrame(rows_o, schema_o), spark.createDataFrame(rows_s, schema_s)
+
+
+def test_number_against_text_is_an_error_naming_both_types(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, "5")], "id long, x string")
+    with pytest.raises(InputError, match=r"column 'x' is bigint in the original and string in the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_configured_cast_makes_mismatched_types_comparable(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, "5")], "id long, x string")
+    inputs = prepare_inputs(o, s, row_key="id", cast={"x": "double"})
+    expected = spark.createDataFrame([(1, 5.0)], f"{KEY} long, x double")
+    for side in (inputs.original, inputs.synthetic):
+        assert_df_equality(side.select(KEY, "x"), expected, ignore_nullable=True)
+
+
+def test_int_and_double_become_double(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x int", [(1, 5.0)], "id long, x double")
+    inputs = prepare_inputs(o, s, row_key="id")
+    expected = spark.createDataFrame([(1, 5.0)], f"{KEY} long, x double")
+    for side in (inputs.original, inputs.synthetic):
+        assert_df_equality(side.select(KEY, "x"), expected, ignore_nullable=True)
+    assert inputs.numeric == frozenset({"x"})
+
+
+def test_column_on_one_side_only_must_be_excluded(spark):
+    o, s = frames(spark, [(1, 5, 9)], "id long, x long, secret long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="'secret' is in the original table but not in the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+    inputs = prepare_inputs(o, s, row_key="id", exclude=["secret"])
+    assert inputs.columns == ("x",)
+
+
+def test_nothing_left_to_compare(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="no column left"):
+        prepare_inputs(o, s, row_key="id", exclude=["x"])
+
+
+def test_duplicated_keys_are_reported_by_count(spark):
+    o, s = frames(spark, [(1, 5), (1, 6), (1, 7), (2, 8)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="1 key value.*occurs 3 times") as err:
+        prepare_inputs(o, s, row_key="id")
+    assert "5" not in str(err.value).replace("occurs 3", "")  # no record value in the message
+
+
+def test_null_keys_are_refused(spark):
+    o, s = frames(spark, [(None, 5), (2, 6)], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="null in 1 row"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_missing_key_and_empty_table(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(5,)], "x long")
+    with pytest.raises(InputError, match="missing from the synthetic"):
+        prepare_inputs(o, s, row_key="id")
+    o, s = frames(spark, [], "id long, x long", [(1, 5)], "id long, x long")
+    with pytest.raises(InputError, match="original table has no rows"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_odd_column_names_work(spark):
+    names = ["a b", "c.d", "e`f", "g'h", "ünïcødé"]
+    schema = ", ".join(["id long"] + [f"`{n.replace('`', '``')}` long" for n in names])
+    o, s = frames(spark, [(1, 1, 2, 3, 4, 5)], schema, [(1, 1, 2, 3, 4, 6)], schema)
+    inputs = prepare_inputs(o, s, row_key="id")
+    assert inputs.columns == tuple(names)
+    assert inputs.original.count() == 1
+
+
+def test_fingerprint_ignores_row_order_but_not_values(spark):
+    rows = [(i, i * 2, None if i % 3 else "x") for i in range(20)]
+    schema = "id long, v long, s string"
+    base = prepare_inputs(*frames(spark, rows, schema, rows, schema), row_key="id").fingerprint
+    shuffled = prepare_inputs(*frames(spark, rows[::-1], schema, rows, schema), row_key="id").fingerprint
+    changed_rows = rows[:-1] + [(19, 39, None)]
+    changed = prepare_inputs(*frames(spark, changed_rows, schema, rows, schema), row_key="id").fingerprint
+    # Swapping which column holds the null must change it too (xxhash64 skips nulls).
+    moved = [(0, None, "0")] + rows[1:]
+    moved_null = prepare_inputs(*frames(spark, moved, "id long, v long, s string", rows, schema), row_key="id").fingerprint
+    assert base == shuffled
+    assert len({base, changed, moved_null}) == 3
+
+
+def test_reading_missing_file_names_it(spark, tmp_path):
+    with pytest.raises(InputError, match="original: file not found: .*nope.csv"):
+        read_table(spark, Source(path=str(tmp_path / "nope.csv")), "original")
+
+
+def test_unknown_extension_asks_for_a_format(spark, tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("a\n1\n")
+    with pytest.raises(InputError, match="synthetic.format"):
+        read_table(spark, Source(path=str(path)), "synthetic")
+
+
+def test_position_differs_in_row_count(spark, tmp_path):
+    (tmp_path / "o.csv").write_text("x\n1\n2\n3\n")
+    (tmp_path / "s.csv").write_text("x\n1\n2\n")
+    o = read_table(spark, Source(path=str(tmp_path / "o.csv")), "original", with_position=True)
+    s = read_table(spark, Source(path=str(tmp_path / "s.csv")), "synthetic", with_position=True)
+    with pytest.raises(InputError, match="original has 3 rows and the synthetic table 2"):
+        prepare_inputs(o, s, row_key=POSITION)
+
+
+@pytest.mark.slow
+def test_position_is_exact_on_a_split_multi_file_input(spark, sql_conf, tmp_path):
+    """2 million rows in three files whose size order differs from their name order,
+    read in many splits: every row's position must equal the number written in it."""
+    sql_conf({"spark.sql.files.maxPartitionBytes": str(1 << 20)})
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    sizes = [300_000, 1_200_000, 500_000]  # the largest file is not the first by name
+    start = 0
+    for i, size in enumerate(sizes):
+        pos = np.arange(start, start + size)
+        pd.DataFrame({"pos": pos, "v": pos % 7}).to_csv(folder / f"part-{i}.csv", index=False)
+        start += size
+    frame = read_table(spark, Source(path=str(folder), format="csv"), "original", with_position=True)
+    assert frame.rdd.getNumPartitions() > 10
+    stats = frame.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col(POSITION) != F.col("pos"), 1)).alias("wrong"),
+    ).collect()[0]
+    assert stats["n"] == sum(sizes) and stats["wrong"] == 0
+
+    # And through prepare_inputs, paired with a differently split copy of itself.
+    inputs = prepare_inputs(frame, frame.select("pos", "v", POSITION).repartition(7), row_key=POSITION)
+    joined = inputs.original.alias("o").join(inputs.synthetic.alias("s"), KEY)
+    assert joined.filter(F.col("o.pos") != F.col("s.pos")).count() == 0
+
+
+def test_paired_keys_are_counted_by_the_key_check(spark):
+    # keys 1..4 against 3..7: 3 and 4 are on both sides
+    o, s = frames(spark, [(k, k) for k in (1, 2, 3, 4)], "id long, x long",
+                  [(k, k) for k in (3, 4, 5, 6, 7)], "id long, x long")
+    assert prepare_inputs(o, s, row_key="id").n_paired_keys == 2
+    # int against long, and a double key: compared after the one-type cast
+    o2, s2 = frames(spark, [(1, 0), (2, 0)], "id int, x long", [(2, 0), (9, 0)], "id long, x long")
+    assert prepare_inputs(o2, s2, row_key="id").n_paired_keys == 1
+    o3, s3 = frames(spark, [(-0.0, 0), (1.5, 0)], "id double, x long", [(0.0, 0), (2.5, 0)], "id double, x long")
+    assert prepare_inputs(o3, s3, row_key="id").n_paired_keys == 1
+
+
+def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
+    """The caller's aggregates run over each side as returned, with the per-row columns
+    they add: x is int in the original and long in the synthetic table, y text made
+    numbers by a configured cast. Their values come back per side, next to the profile,
+    and the fingerprint is unchanged."""
+    o, s = frames(spark, [(1, 2, "1.5"), (2, 3, "2.5")], "id long, x int, y string",
+                  [(1, 10, "4"), (2, 20, None), (3, 30, "8")], "id long, x long, y string")
+    seen = []
+
+    def aggregates(frame):
+        seen.append({f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name in ("x", "y")})
+        # A per-row column of its own, which the aggregates then read by name.
+        flagged = frame.select("*", F.col("y").isNull().alias("y_missing"))
+        return flagged, {"x_sum": F.sum("x"), "y_sum": F.sum("y"), "y_null": F.count(F.when(F.col("y_missing"), 1))}
+
+    plain = prepare_inputs(o, s, row_key="id", cast={"y": "double"})
+    inputs = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=aggregates)
+    assert seen == [{"x": "bigint", "y": "double"}] * 2
+    assert inputs.side_aggregates == {
+        "original": {"x_sum": 5, "y_sum": 4.0, "y_null": 0},
+        "synthetic": {"x_sum": 60, "y_sum": 12.0, "y_null": 1},
+    }
+    assert plain.side_aggregates is None and plain.fingerprint == inputs.fingerprint
+    nothing = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=lambda frame: None)
+    assert nothing.side_aggregates is None
+    for done in (plain, inputs, nothing):
+        done.unpersist()
+
+
+def test_row_hashes_are_summed_exactly_beyond_the_range_of_a_long(spark):
+    """The fingerprint sums 64-bit row hashes; the slices' long sums recombine to the
+    exact total, here far outside what one long sum could hold (Python's integers are
+    the expectation)."""
+    values = [2**63 - 1, 2**63 - 1, 2**63 - 1, -(2**63), -1, 0, 1, 123456789012345678, -(2**62) - 7, 2**44, 2**22 - 1]
+    frame = spark.createDataFrame([(v,) for v in values], "h long")
+    row = frame.agg(*(F.sum(part).alias(f"s{k}") for k, part in enumerate(_long_slices(F.col("h"))))).collect()[0]
+    assert _from_slice_sums([row[f"s{k}"] for k in range(3)]) == sum(values)
+    for v in values:  # and each value alone
+        one = spark.createDataFrame([(v,)], "h long").select(*_long_slices(F.col("h"))).collect()[0]
+        assert _from_slice_sums(list(one)) == v
+
+
+def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):
+    o, s = frames(spark, [(1, 5), (2, 6)], "id long, x long", [(2, 5), (2, 6), (3, 7), (3, 8)], "id long, x long")
+    with pytest.raises(InputError, match="not unique in the synthetic table: 2 key value.*occurs 2 times"):
+        prepare_inputs(o, s, row_key="id")
+
+
+def test_only_the_named_sides_are_cached(spark):
+    o, s = frames(spark, [(1, 5)], "id long, x long", [(1, 5)], "id long, x long")
+    both = prepare_inputs(o, s, row_key="id")
+    assert len(both.cached) == 2 and all(f.is_cached for f in both.cached)
+    both.unpersist()
+    assert not any(f.is_cached for f in both.cached)
+    one = prepare_inputs(o, s, row_key="id", cache=["synthetic"])
+    assert len(one.cached) == 1 and one.cached[0].is_cached
+    none = prepare_inputs(o, s, row_key="id", cache=())
+    assert none.cached == () and none.n_original == 1 and none.n_paired_keys == 1
+    none.unpersist()  # nothing to release, no error
+
+
+def test_parquet_and_orc_files_are_read_again_not_cached(spark, tmp_path):
+    from privacy_eval.reading import rereads_cheaply
+
+    assert rereads_cheaply(Source(path="data/original.parquet"))
+    assert rereads_cheaply(Source(path="data/original", format="orc"))
+    assert not rereads_cheaply(Source(path="data/original.csv"))
+    assert not rereads_cheaply(Source(path="data/original.parquet", format="csv"))
+    assert not rereads_cheaply(Source(table="db.original"))  # may be a view over anything
+
+
+def test_persist_aggregate_lets_the_cache_coalesce_and_restores_the_setting(spark, sql_conf):
+    """A cached aggregate keeps spark.sql.shuffle.partitions partitions unless the cache
+    may change its output partitioning; persist_aggregate allows that for its one call."""
+    from privacy_eval.frames import _CACHED_PARTITIONING, persist_aggregate
+
+    sql_conf({"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.enabled": "true"})
+    before = spark.conf.get(_CACHED_PARTITIONING)
+    plain = spark.range(100).groupBy((F.col("id") % 3).alias("g")).count().persist()
+    small = persist_aggregate(spark.range(100).groupBy((F.col("id") % 4).alias("g")).count())
+    try:
+        assert sorted(r["count"] for r in plain.collect()) == [33, 33, 34]
+        assert sorted(r["count"] for r in small.collect()) == [25, 25, 25, 25]
+        assert plain.rdd.getNumPartitions() == 8
+        assert small.rdd.getNumPartitions() == 1
+        assert small.is_cached and spark.conf.get(_CACHED_PARTITIONING) == before
+    finally:
+        plain.unpersist()
+        small.unpersist()
+
+
+def test_collect_grouped_by_key_restores_the_session_setting(spark):
+    from privacy_eval.frames import _BYPASS_PARTIAL, collect_grouped_by_key
+
+    frame = spark.range(10).groupBy((F.col("id") % 3).alias("k")).count()
+    assert spark.conf.get(_BYPASS_PARTIAL, None) in (None, "false")
+    before = spark.conf.get(_BYPASS_PARTIAL, None)
+    assert sorted(r["count"] for r in collect_grouped_by_key(frame)) == [3, 3, 4]
+    assert spark.conf.get(_BYPASS_PARTIAL, None) == before
+    spark.conf.set(_BYPASS_PARTIAL, "false")
+    try:
+        with pytest.raises(Exception, match="boom"):
+            collect_grouped_by_key(spark.range(3).select(F.raise_error(F.lit("boom"))))
+        assert spark.conf.get(_BYPASS_PARTIAL) == "false"
+    finally:
+        spark.conf.unset(_BYPASS_PARTIAL)
+
+
+def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):
+    from privacy_eval.config import Config, MetricsConfig, RowDirectMatchConfig
+    from privacy_eval.evaluation import load_inputs
+
+    table = pd.DataFrame({"id": [1, 2, 3], "x": [5, 6, 7]})
+    table.to_parquet(tmp_path / "original.parquet", index=False)
+    table.iloc[1:].to_csv(tmp_path / "synthetic.csv", index=False)
+    config = Config(
+        dataset="t", original=Source(path=str(tmp_path / "original.parquet")),
+        synthetic=Source(path=str(tmp_path / "synthetic.csv")), row_key="id",
+        metrics=MetricsConfig(row_direct_match=RowDirectMatchConfig()),
+    )
+    inputs = load_inputs(spark, config)
+    try:
+        assert len(inputs.cached) == 1 and inputs.cached[0].is_cached
+        assert inputs.cached[0].count() == 2  # the CSV side
+        assert (inputs.n_original, inputs.n_synthetic, inputs.n_paired_keys) == (3, 2, 2)
+        assert inputs.n_paired_where is None  # no linkage configured
+    finally:
+        inputs.unpersist()

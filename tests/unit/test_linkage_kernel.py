@@ -1,0 +1,1001 @@
+"""Tests of the numpy/scipy linkage kernel against the reference's golden fixtures.
+
+Fixture numbers are the R package ``reidentify``'s golden fixtures (docs/metrics.md,
+Linkage attack).  Numbers printed there
+with fewer than ten significant digits are checked to half a unit of their last
+printed digit; all others to 1e-9 or better.  The randomized checks compare the
+kd-tree path with the brute-force path *and* with a pure-Python re-statement of
+§4.1/§5.2 written here, so neither kernel path is checked against itself.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import tracemalloc
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from privacy_eval.linkage import kernel as lk
+from privacy_eval.linkage.kernel import kdtree
+from tests.support import linkage_oracle as oracle
+
+TOL = 1.4901161193847656e-08
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def assert_printed(actual, printed: str) -> None:
+    """Equal to a number printed in the spec, to half a unit of its last printed digit."""
+    exp = Decimal(printed).as_tuple().exponent
+    tol = 0.5 * 10.0**exp + 1e-15 * abs(float(printed))
+    assert abs(float(actual) - float(printed)) <= tol, (actual, printed)
+
+
+def close(actual, expected, tol=1e-12) -> None:
+    np.testing.assert_allclose(np.asarray(actual, dtype=float), np.asarray(expected, dtype=float), rtol=0, atol=tol)
+
+
+def num_block(raw_v, anon_v, raw_ids=None, anon_ids=None, *, max_k=10, confidence="margin"):
+    """score_num on one column = L1 distance on one coordinate; run both block paths."""
+    raw_v = np.asarray(raw_v, dtype=float)
+    anon_v = np.asarray(anon_v, dtype=float)
+    raw_ids = np.arange(1, raw_v.size + 1) if raw_ids is None else np.asarray(raw_ids)
+    anon_ids = np.arange(1, anon_v.size + 1) if anon_ids is None else np.asarray(anon_ids)
+    args = (raw_ids, raw_v[:, None], anon_ids, anon_v[:, None])
+    bf = lk.evaluate_block_bruteforce(*args, p=1, confidence=confidence)
+    kd = lk.evaluate_block_kdtree(*args, p=1, max_k=max_k)
+    np.testing.assert_array_equal(kd.n_better, bf.n_better)
+    np.testing.assert_array_equal(kd.true_tie_size, bf.true_tie_size)
+    return bf, kd
+
+
+def summary_of(res, **kw):
+    return oracle.summarize_linkage(res.n_candidates, res.n_better, res.true_tie_size, capped=res.capped, **kw)
+
+
+def reference_counts(values: list[float], true_col: int, tol: float) -> tuple[int, int]:
+    """§4.1 + §5.2 restated in plain Python: (N_BETTER, TRUE_TIE_SIZE) of one record."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    snapped = [0.0] * len(values)
+    group_min = values[order[0]]
+    snapped[order[0]] = group_min
+    for prev, cur in zip(order, order[1:]):
+        a, b = values[prev], values[cur]
+        same = a == b or (math.isfinite(a) and math.isfinite(b) and b - a <= tol * max(1.0, abs(a), abs(b)))
+        if not same:
+            group_min = b
+        snapped[cur] = group_min
+    t = snapped[true_col]
+    return sum(s < t for s in snapped), sum(s == t for s in snapped)
+
+
+def reference_topk(b: int, m: int, k: int) -> float:
+    if b >= k:
+        return 0.0
+    if b + m <= k:
+        return 1.0
+    return (k - b) / m
+
+
+# --------------------------------------------------------------------------
+# F10 snapping, F8 eccentricity by hand, F1-F5, F23, F24, F26 (score_num fixtures)
+# --------------------------------------------------------------------------
+
+
+def test_f10_snapping_examples():
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-7, 1 + 2e-7, 5]), [1, 1 + 1e-7, 1 + 2e-7, 5])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-12, 5]), [1, 1, 5])
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, np.inf, np.inf, 2]), [1, np.inf, np.inf, 2])
+    # single linkage: a chain of sub-tolerance steps fuses to its minimum, in any input order
+    chain = [2 + 0.9 * TOL * 2 * i for i in range(6)]
+    np.testing.assert_array_equal(oracle.snap_tied_values(chain[::-1]), [2.0] * 6)
+    # below 1 the tolerance is absolute
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, 0.9 * TOL, 3.0]), [0.0, 0.0, 3.0])
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, 1.1 * TOL]), [0.0, 1.1 * TOL])
+    # the boundary itself joins (<=): a gap of exactly tol * max(1, |a|, |b|)
+    np.testing.assert_array_equal(oracle.snap_tied_values([0.0, TOL, 2.0]), [0.0, 0.0, 2.0])
+    # tol = 0 keeps values; NaN never joins
+    np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-12], tol=0), [1, 1 + 1e-12])
+    out = oracle.snap_tied_values([np.nan, 1.0, 1.0 + 1e-12])
+    assert np.isnan(out[0]) and out[1] == out[2] == 1.0
+    with pytest.raises(ValueError):
+        oracle.snap_tied_values([1.0, 2.0], tol=-1)
+    with pytest.raises(ValueError):
+        oracle.snap_tied_values([1.0, 2.0], tol=np.inf)
+
+
+@pytest.mark.parametrize(
+    "scores, best, second, margin, sd, ecc, tie",
+    [
+        ([1, 4, 6, 9], 1, 4, 3, "3.366501646", "0.8911327887", 1),
+        ([2, 2, 20], 2, 2, 0, None, "0", 2),
+        ([5, 5, 5], 5, 5, 0, "0", "0", 3),
+        ([2, 8], 2, 8, 6, None, "1.414213562", 1),
+        ([4, 4], 4, 4, 0, None, "0", 2),
+    ],
+)
+def test_f8_eccentricity_by_hand(scores, best, second, margin, sd, ecc, tie):
+    red = lk.reduce_value_matrix(np.array([scores], dtype=float), np.array([-1]))
+    assert red.best_score[0] == best and red.second_score[0] == second and red.margin[0] == margin
+    assert red.best_tie_size[0] == tie
+    if sd is not None:
+        assert_printed(red.sd_score[0], sd)
+    assert_printed(red.eccentricity[0], ecc)
+    tie_conf = lk.reduce_value_matrix(np.array([scores], dtype=float), np.array([-1]), confidence="tie")
+    assert tie_conf.confidence[0] == pytest.approx(1 / tie, abs=1e-15)
+
+
+def test_f8_single_candidate():
+    red = lk.reduce_value_matrix(np.array([[3.0]]), np.array([0]), confidence="tie")
+    assert red.n_candidates[0] == 1 and np.isnan(red.second_score[0])
+    assert red.margin[0] == 0 and red.sd_score[0] == 0 and red.eccentricity[0] == np.inf
+    assert red.confidence[0] == 1.0
+    assert lk.reduce_value_matrix(np.array([[3.0]]), np.array([0])).confidence[0] == np.inf
+
+
+def test_f1_uniq3_tied3_and_f26():
+    v = [10, 20, 30, 40, 40, 40]
+    bf, kd = num_block(v, v)
+    close(bf.risk, [1, 1, 1, 1 / 3, 1 / 3, 1 / 3])
+    close(kd.risk, [1, 1, 1, 1 / 3, 1 / 3, 1 / 3])
+    np.testing.assert_array_equal(bf.n_better + 1, [1] * 6)  # TRUE_RANK
+    np.testing.assert_array_equal(bf.true_tie_size, [1, 1, 1, 3, 3, 3])
+    s = summary_of(kd, top_k=(1, 2, 3, 6))
+    assert_printed(s.success_analytic, "0.6666666667")
+    close(s.success_analytic, 4 / 6)
+    close(s.baseline_random, 1 / 6)
+    close(s.lift, 4)
+    assert s.max_risk == 1
+    assert list(s.top_k) == [1, 2, 3, 6]
+    close(list(s.top_k.values()), [4 / 6, 5 / 6, 1, 1])
+    # margin confidence
+    for got, want in zip(bf.sd_score, ["12.649110641", "8.164965809", "6.324555320"] + ["12.649110641"] * 3):
+        assert_printed(got, want)
+    close(bf.margin, [10, 10, 10, 0, 0, 0])
+    for got, want in zip(bf.eccentricity, ["0.790569415", "1.224744871", "1.581138830", "0", "0", "0"]):
+        assert_printed(got, want)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
+    for got, want in zip(pr["threshold"], ["1.5811388", "1.2247449", "0.7905694", "0"]):
+        assert_printed(got, want)
+    np.testing.assert_array_equal(pr["n_attacked"], [1, 2, 3, 6])
+    close(pr["precision"], [1, 1, 1, 4 / 6])
+    close(pr["recall"], [1 / 6, 2 / 6, 3 / 6, 4 / 6])
+    # tie confidence: 2 rows
+    bft = lk.evaluate_block_bruteforce(np.arange(1, 7), np.array(v, float)[:, None], np.arange(1, 7),
+                                       np.array(v, float)[:, None], p=1, confidence="tie")
+    pr = oracle.precision_recall(bft.confidence, bft.risk)
+    close(pr["threshold"], [1.0, 1 / 3])
+    np.testing.assert_array_equal(pr["n_attacked"], [3, 6])
+    close(pr["coverage"], [0.5, 1.0])
+    close(pr["precision"], [1.0, 4 / 6])
+    close(pr["recall"], [0.5, 4 / 6])
+    # F26: per-record reduction (tie measure)
+    np.testing.assert_array_equal(bft.best_tie_size, [1, 1, 1, 3, 3, 3])
+    close(bft.confidence, [1, 1, 1, 1 / 3, 1 / 3, 1 / 3])
+    close(bft.true_score, [0] * 6)
+    np.testing.assert_array_equal(bft.n_better, [0] * 6)
+    # mode baseline on the explicit table
+    ids = np.arange(1, 7)
+    a, r = np.repeat(ids, 6), np.tile(ids, 6)
+    sc = np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])
+    close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
+
+
+def test_f2_all_tied():
+    v = [1, 1, 2, 2, 3, 3]
+    bf, kd = num_block(v, v)
+    close(kd.risk, [0.5] * 6)
+    np.testing.assert_array_equal(kd.true_tie_size, [2] * 6)
+    s = summary_of(kd, top_k=range(1, 7))
+    close([s.success_analytic, s.baseline_random, s.lift, s.max_risk], [0.5, 1 / 6, 3, 0.5])
+    close(list(s.top_k.values()), [0.5, 1, 1, 1, 1, 1])
+    close(bf.confidence, [0] * 6)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
+    assert pr["threshold"].tolist() == [0.0] and pr["n_attacked"].tolist() == [6]
+    close([pr["coverage"][0], pr["precision"][0], pr["recall"][0]], [1, 0.5, 0.5])
+    bft = lk.evaluate_block_bruteforce(np.arange(1, 7), np.array(v, float)[:, None], np.arange(1, 7),
+                                       np.array(v, float)[:, None], p=1, confidence="tie")
+    close(bft.confidence, [0.5] * 6)
+    for got, want in zip(bf.sd_score, ["0.8944271910", "0.8944271910", "0.5163977795", "0.5163977795",
+                                       "0.8944271910", "0.8944271910"]):
+        assert_printed(got, want)
+    ids = np.arange(1, 7)
+    a, r = np.repeat(ids, 6), np.tile(ids, 6)
+    sc = np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])
+    close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
+
+
+def test_f3_unique():
+    v = [10, 20, 30, 40, 50]
+    bf, kd = num_block(v, v)
+    s = summary_of(kd, top_k=(1, 5, 10))
+    close([s.success_analytic, s.baseline_random, s.lift], [1, 0.2, 5])
+    assert s.top_k == {1: 1.0, 5: 1.0}  # 10 > max N_CANDIDATES is dropped
+    for got, want in zip(bf.eccentricity, ["0.6324555320", "0.8770580193", "1.1952286093", "0.8770580193",
+                                           "0.6324555320"]):
+        assert_printed(got, want)
+    for got, want in zip(bf.sd_score[:3], ["15.8113883", "11.4017543", "8.3666003"]):
+        assert_printed(got, want)
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
+    for got, want in zip(pr["threshold"], ["1.1952286", "0.8770580", "0.6324555"]):
+        assert_printed(got, want)
+    np.testing.assert_array_equal(pr["n_attacked"], [1, 3, 5])
+    ids = np.arange(1, 6)
+    a, r = np.repeat(ids, 5), np.tile(ids, 5)
+    close(oracle.mode_baseline_from_pairs(a, r, np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])), 0.2)
+
+
+def test_f4_hand_count():
+    bf, kd = num_block([10, 20, 30, 40], [10, 20, 30, 21])
+    assert kd.n_better[3] + 1 == 4 and kd.risk[3] == 0
+    close(summary_of(kd).success_analytic, 0.75)
+    for got, want in zip(bf.eccentricity, ["0.7745966692", "1.2247448714", "1.2247448714", "1.0820035616"]):
+        assert_printed(got, want)
+    assert bf.margin[3] == 8
+    pr = oracle.precision_recall(bf.confidence, bf.risk)
+    for t, want in zip(pr["threshold"], ["1.2247449", "1.0820036", "0.7745967"]):
+        assert_printed(t, want)
+    np.testing.assert_array_equal(pr["n_attacked"], [2, 3, 4])
+    for got, want in zip(pr["precision"], ["1.0", "0.6667", "0.75"]):
+        assert_printed(got, want)
+    close(pr["recall"], [0.5, 0.5, 0.75])
+
+
+def test_f5_anon_without_raw_counterpart():
+    bf, kd = num_block([10, 20, 30, 40], [10, 20, 30, 40, 50, 60])
+    close(kd.risk, [1, 1, 1, 1, 0, 0])
+    assert kd.has_true.tolist() == [True] * 4 + [False] * 2
+    assert kd.n_better[4:].tolist() == [-1, -1]  # TRUE_RANK NA
+    s = summary_of(kd, n_raw=4)
+    close([s.success_analytic, s.baseline_random], [4 / 6, 1 / 6])
+    assert s.n_true_missing == 2
+    close([s.truth_coverage, s.candidate_coverage], [2 / 3, 1])
+    assert s.blocked is True and s.truth_measurable
+
+
+def _pairs_summary(red):
+    return oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size)
+
+
+def test_f6_mode_baseline_best_most_often():
+    raw = np.array([1, 99, 1, 99, 1, 99, 1, 99])
+    anon = np.array([1, 1, 2, 2, 3, 3, 4, 4])
+    sc = np.array([0, 5, 0, 5, 0, 5, 5, 0], float)
+    ids, red = oracle.reduce_score_pairs(anon, raw, sc)
+    s = _pairs_summary(red)
+    close(oracle.mode_baseline_from_pairs(anon, raw, sc), 0.25)
+    close([s.baseline_random, s.success_analytic, s.lift], [0.125, 0.25, 2])
+    assert s.n_true_missing == 3
+
+
+def test_f6b_mode_baseline_zero_and_orientation():
+    raw = np.array([9, 1, 9, 2, 9, 3])
+    anon = np.array([1, 1, 2, 2, 3, 3])
+    ids, red = oracle.reduce_score_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float))
+    assert oracle.mode_baseline_from_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float)) == 0
+    close(_pairs_summary(red).baseline_random, 0.5)
+    sim = np.array([100, 1, 100, 1, 100, 1], float)
+    assert oracle.mode_baseline_from_pairs(anon, raw, sim, score_type="similarity") == 0
+    close(oracle.mode_baseline_from_pairs(anon, raw, sim, score_type="distance"), 1 / 3)
+    with pytest.raises(ValueError, match="score_type"):
+        oracle.reduce_score_pairs(anon, raw, sim, score_type="cosine")
+
+
+def test_f7_random_baseline_with_missing_truth():
+    raw = np.array([2, 3, 2, 3, 3, 4])
+    anon = np.array([1, 1, 2, 2, 3, 3])
+    sc = np.array([1, 2, 1, 2, 1, 2], float)
+    ids, red = oracle.reduce_score_pairs(anon, raw, sc)
+    s = oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size, n_raw=3)
+    close([s.baseline_random, s.success_analytic, s.candidate_coverage], [1 / 3, 2 / 3, 6 / 9])
+    assert s.n_true_missing == 1 and s.blocked is True
+    order = np.lexsort((ids, -red.risk))
+    assert ids[order].tolist() == [2, 3, 1]
+
+
+def test_f23_constant_score():
+    bf, kd = num_block([1] * 8, [1] * 8)
+    s = summary_of(kd)
+    close([s.success_analytic, s.baseline_random, s.lift, s.max_risk], [1 / 8, 1 / 8, 1, 1 / 8])
+
+
+def test_f24_margin_confidence():
+    bf, _ = num_block([1, 2, 4], [1, 2, 4])
+    for got, want in zip(bf.confidence, ["0.6546537", "1.0", "1.3093073"]):
+        assert_printed(got, want)
+
+
+def test_f22_two_way_tie_and_duplicates_refused():
+    _, kd = num_block([0, 10], [5, 5])
+    close(kd.risk, [0.5, 0.5])
+    anon = np.array([1, 1, 2, 2])
+    raw = np.array([1, 2, 1, 2])
+    sc = np.array([5, 5, 5, 5], float)
+    with pytest.raises(ValueError, match="set"):
+        oracle.reduce_score_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
+    with pytest.raises(ValueError, match="set"):
+        oracle.mode_baseline_from_pairs(np.append(anon, 1), np.append(raw, 2), np.append(sc, 5))
+    ids = np.array([1, 2, 3, 3, 4, 5])
+    x = np.arange(6, dtype=float)[:, None]
+    for fn in (lk.evaluate_block_bruteforce, lambda *a, **k: lk.evaluate_block_kdtree(*a, max_k=1, **k)):
+        with pytest.raises(ValueError, match="duplicated"):
+            fn(ids, x, np.arange(1, 6), x[:5], p=1)
+        with pytest.raises(ValueError, match="duplicated"):
+            fn(np.arange(1, 6), x[:5], np.array([1, 1, 2]), x[:3], p=1)
+
+
+# --------------------------------------------------------------------------
+# Mahalanobis: F11, F12, F13, F15, Appendix A, invariance
+# --------------------------------------------------------------------------
+
+F11_RAW = np.array([[0, 0], [1, 2], [5, 3]], dtype=float)
+F11_ANON = np.array([[0.1, 0.2], [1.2, 1.8], [4.7, 3.4]])
+
+
+def _mahalanobis_matrix(raw, anon, cov, ridge):
+    w = lk.whitening_from_covariance(cov, ridge)
+    return w, oracle.pairwise_values(w.transform(raw), w.transform(anon))
+
+
+def test_f11_mahalanobis_by_hand():
+    mo_raw = lk.Moments.from_array(F11_RAW)
+    _, s_raw = mo_raw.covariance()
+    close(s_raw, [[7, 3.5], [3.5, 7 / 3]], 1e-13)
+    w, d = _mahalanobis_matrix(F11_RAW, F11_ANON, s_raw, 0)
+    assert_printed(w.condition_number, "19.2814700679")
+    assert not w.ill_conditioned
+    raw_r0 = [0.2, 1.8, 1.90787840283389, 1.63532434528619, 0.4, 1.70377731610007, 2.24626674411439,
+              1.5175167685588, 0.728991475552747]
+    close(d.ravel(), raw_r0, 1e-12)
+    _, s_anon = lk.Moments.from_array(F11_ANON).covariance()
+    close(_mahalanobis_matrix(F11_RAW, F11_ANON, s_anon, 0)[1].ravel(),
+          [0.298106000442796, 2.68295400398516, 2.15813625226336, 2.29703443324213, 0.714662289126829,
+           3.0874831308581, 2.14216413645173, 2.58809624772727, 1.28745954629003], 1e-12)
+    _, s_pool = mo_raw.merge(lk.Moments.from_array(F11_ANON)).covariance()
+    close(_mahalanobis_matrix(F11_RAW, F11_ANON, s_pool, 0)[1].ravel(),
+          [0.247749284113123, 2.2297435570181, 2.16939573118272, 1.98041113450684, 0.537093678324125,
+           2.31267564929258, 2.44410336163618, 2.00267101005843, 0.973272044754692], 1e-12)
+    w, d = _mahalanobis_matrix(F11_RAW, F11_ANON, s_raw, 1e-6)
+    close(d.ravel(), [0.199999076197663, 1.79999168577897, 1.90787776687601, 1.63531725893657,
+                      0.399997980967755, 1.70377355530019, 2.24626332428808, 1.51751456824007,
+                      0.728987783591749], 1e-12)
+    ids = np.arange(1, 4)
+    zr, za = w.transform(F11_RAW), w.transform(F11_ANON)
+    bf = lk.evaluate_block_bruteforce(ids, zr, ids, za)
+    kd = lk.evaluate_block_kdtree(ids, zr, ids, za, max_k=3)
+    s = summary_of(kd)
+    close([s.success_analytic, s.baseline_random], [1, 1 / 3])
+    close(bf.risk, kd.risk)
+    for got, want in zip(bf.eccentricity, ["1.672892897", "1.683518549", "1.039129476"]):
+        assert_printed(got, want)
+
+
+def test_f12_identity_exact_zeros():
+    x = np.array([[1, 4], [2, 1], [3, 3], [4, 2]], dtype=float)
+    w = lk.whitening_from_covariance(lk.Moments.from_array(x).covariance()[1], 0)
+    z = w.transform(x)
+    d = oracle.pairwise_values(z, z)
+    assert np.all(np.diag(d) == 0.0)
+    off = {(0, 1): 2.32992949004287, (0, 2): 1.55838744494796, (0, 3): 2.42015347801392,
+           (1, 2): 2.17124059336724, (1, 3): 2.17124059336724, (2, 3): 0.925820099772552}
+    for (i, j), want in off.items():
+        close([d[i, j], d[j, i]], [want, want], 1e-12)
+    ids = np.arange(1, 5)
+    bf = lk.evaluate_block_bruteforce(ids, z, ids, z)
+    close(summary_of(bf).success_analytic, 1)
+    for got, want in zip(bf.eccentricity, ["1.3910688292", "1.9480318768", "0.9980086140", "0.8206005975"]):
+        assert_printed(got, want)
+
+
+def test_f13_constant_column_and_errors():
+    x = np.column_stack([np.arange(1, 6, dtype=float), np.full(5, 2.0)])
+    _, cov = lk.Moments.from_array(x).covariance()
+    w = lk.whitening_from_covariance(cov, 0)
+    assert w.dropped == (1,) and w.kept.tolist() == [True, False]
+    z = w.transform(x)
+    d = oracle.pairwise_values(z, z)
+    delta = np.abs(x[:, 0][None, :] - x[:, 0][:, None])
+    close(d, delta * 0.632455532033676, 1e-13)
+    # the sums route detects the constant column exactly when given min/max
+    _, cov2 = oracle.covariance_from_sums(5, x.sum(0), x.T @ x, col_min=x.min(0), col_max=x.max(0))
+    assert cov2[1, 1] == 0 and cov2[0, 1] == 0
+    with pytest.raises(ValueError, match="constant"):
+        lk.whitening_from_covariance(np.zeros((1, 1)), 0)
+    with pytest.raises(ValueError, match="at least one column"):
+        lk.whitening_from_covariance(np.zeros((0, 0)), 0)
+    with pytest.raises(ValueError, match="ridge"):
+        lk.whitening_from_covariance(cov, -1)
+    with pytest.raises(ValueError, match="at least 2 distinct records.*got 1"):
+        lk.Moments.from_array(x[:1]).covariance()
+    with pytest.raises(ValueError, match="at least 2"):
+        oracle.covariance_from_sums(1, x[0], np.outer(x[0], x[0]))
+    bad = x[:, :1].copy()
+    bad[2, 0] = np.nan
+    for fn in (lk.evaluate_block_bruteforce, lambda *a, **k: lk.evaluate_block_kdtree(*a, max_k=1, **k)):
+        with pytest.raises(ValueError, match="NaN"):
+            fn(np.arange(5), x[:, :1], np.arange(5), bad)
+    with pytest.raises(ValueError, match="NaN"):
+        lk.Moments.from_array(bad)
+
+
+def test_exactly_collinear_needs_ridge():
+    x = np.column_stack([np.arange(6.0), 2 * np.arange(6.0)])
+    _, cov = lk.Moments.from_array(x).covariance()
+    with pytest.raises(ValueError, match="could not be inverted"):
+        lk.whitening_from_covariance(cov, 0)
+    w = lk.whitening_from_covariance(cov, 1e-6)  # invertible, but flagged
+    assert w.ill_conditioned and w.condition_number > 1e6
+
+
+def test_f15_condition_number_is_unit_dependent():
+    x = np.column_stack([[1, 3, 2, 5, 4, 6], [3000, 1000, 6000, 2000, 5000, 4000]]).astype(float)
+    _, cov = lk.Moments.from_array(x).covariance()
+    w0 = lk.whitening_from_covariance(cov, 0)
+    assert_printed(w0.condition_number, "1007401.33")
+    assert_printed(w0.condition_number_correlation, "1.1875")
+    w = lk.whitening_from_covariance(cov, 1e-6)
+    assert_printed(w.condition_number, "669948")
+    close(w.ridge_added, [1e-6 * (3.5 + 3.5e6) / 2] * 2, 1e-15)  # "+1.75" (§8.5)
+    assert w.ill_conditioned
+    # the scale-free variant adds the ridge relative to each column's own variance
+    wp = lk.whitening_from_covariance(cov, 1e-6, ridge_scale="per_column")
+    close(wp.ridge_added, [3.5e-6, 3.5], 1e-12)
+
+
+def _appendix_a():
+    text = open("/work/shared/reference/linkage-semantics.md", encoding="utf-8").read()
+    app = text[text.index("## Appendix A"):]
+    blocks = app.split("```")[1::2]
+    parse = lambda b: np.array([[float(v) for v in ln.split(",")] for ln in b.strip().splitlines()])  # noqa: E731
+    return parse(blocks[0]), parse(blocks[1])
+
+
+def test_appendix_a_seed_example():
+    raw, anon = _appendix_a()
+    assert raw.shape == anon.shape == (30, 3)
+    ids = raw[:, 0].astype(np.int64)
+    xr, xa = raw[:, 1:], anon[:, 1:]
+    # moments merged from uneven partitions = the whole
+    parts = [lk.Moments.from_array(xr[a:b]) for a, b in [(0, 7), (7, 8), (8, 8), (8, 30)]]
+    mo = parts[0]
+    for m in parts[1:]:
+        mo = mo.merge(m)
+    _, cov = mo.covariance()
+    close(cov, np.cov(xr.T, ddof=1), 1e-14)
+    w = lk.whitening_from_covariance(cov, 1e-6)
+    assert w.condition_number == pytest.approx(45.21746096035358, rel=1e-13)
+    zr, za = w.transform(xr), w.transform(xa)
+    d = oracle.pairwise_values(zr, za)
+    assert d.sum() == pytest.approx(1550.5950645679532, rel=1e-13)
+    # independent R-style route (§7 "independent check"): quadratic form with the inverse
+    s = np.cov(xr.T, ddof=1)
+    s = s + 1e-6 * np.mean(np.diag(s)) * np.eye(2)
+    sinv = np.linalg.inv(s)
+    delta = xr[:, None, :] - xa[None, :, :]  # [raw, anon]
+    ref = np.sqrt(np.maximum(np.einsum("ijk,kl,ijl->ij", delta, sinv, delta), 0)).T
+    close(d, ref, 1e-12)
+    bf = lk.evaluate_block_bruteforce(ids, zr, ids, za)
+    kd = lk.evaluate_block_kdtree(ids, zr, ids, za, max_k=10)
+    true_ref = np.diag(ref)
+    np.testing.assert_allclose(bf.true_score, true_ref, rtol=1e-12)
+    np.testing.assert_allclose(kd.true_score, true_ref, rtol=1e-12)
+    assert summary_of(kd).success_analytic == 1.0  # 30/30 greedy hits, no ties
+    assert summary_of(bf).success_analytic == 1.0
+    assert bf.eccentricity[0] == pytest.approx(0.7744822980167074, rel=1e-13)
+
+
+def test_invariance_under_invertible_linear_map():
+    rng = np.random.default_rng(7)
+    raw = rng.normal(size=(40, 3)) @ np.array([[1, 0.5, 0], [0, 2, 0.3], [0, 0, 0.7]])
+    anon = raw + rng.normal(scale=0.3, size=raw.shape)
+    a = np.array([[2.0, 0.3, -1.0], [0.0, 5.0, 0.2], [1.5, 0.0, 0.01]])  # rescale + shear, invertible
+
+    def dist(r, s):
+        w = lk.whitening_from_covariance(lk.Moments.from_array(r).covariance()[1], 0)
+        return oracle.pairwise_values(w.transform(r), w.transform(s))
+
+    np.testing.assert_allclose(dist(raw @ a, anon @ a), dist(raw, anon), rtol=1e-9)
+    # one target: |Δ| / sd(raw)
+    d1 = dist(raw[:, :1], anon[:, :1])
+    np.testing.assert_allclose(d1, np.abs(anon[:, :1] - raw[:, 0][None, :]) / np.std(raw[:, 0], ddof=1), rtol=1e-12)
+
+
+def test_moments_and_sums_agree_with_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.normal(loc=1e6, scale=2.0, size=(500, 4))
+    parts = np.array_split(x, 7)
+    mo = lk.Moments.from_array(parts[0])
+    for part in parts[1:]:
+        mo = mo.merge(lk.Moments.from_array(part))
+    mean, cov = mo.covariance()
+    ref = np.cov((x - x.mean(0)).T, ddof=1)
+    # inputs near 1e6 carry ~1e-10 absolute noise in every deviation; the naive
+    # XᵀX - n·x̄x̄ᵀ would be off by ~1e-4 here
+    np.testing.assert_allclose(cov, ref, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(mean, x.mean(0), rtol=1e-14)
+    shift = x[0]
+    xs = x - shift
+    mean2, cov2 = oracle.covariance_from_sums(len(x), xs.sum(0), xs.T @ xs, shift=shift)
+    np.testing.assert_allclose(cov2, ref, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(mean2, x.mean(0), rtol=1e-14)
+
+
+# --------------------------------------------------------------------------
+# weighted method: F17, scaling, min/max helpers
+# --------------------------------------------------------------------------
+
+
+def test_f17_weighted_combination():
+    v = np.array([10, 20, 30, 40, 50], float)
+    wv = np.array([1, 1, 2, 2, 3], float)
+    x = np.column_stack([v, wv])
+    lo = [lk.min_abs_diff_sorted(np.sort(x[:, c]), np.sort(x[:, c])) for c in range(2)]
+    hi = [lk.max_abs_diff(x[:, c].min(), x[:, c].max(), x[:, c].min(), x[:, c].max()) for c in range(2)]
+    assert lo == [0, 0] and hi == [40, 2]
+    mult, off = lk.weighted_scaling(lo, hi, [1, 2])
+    d = oracle.pairwise_values(x * mult, x * mult, p=1, value_offset=off)
+    want = {(0, 1): 0.25, (0, 2): 1.5, (0, 3): 1.75, (0, 4): 3.0, (1, 2): 1.25, (1, 3): 1.5, (1, 4): 2.75,
+            (2, 3): 0.25, (2, 4): 1.5, (3, 4): 1.25}
+    assert np.all(np.diag(d) == 0)
+    for (i, j), val in want.items():
+        close([d[i, j], d[j, i]], [val, val], 1e-12)
+    mult, off = lk.weighted_scaling(lo, hi)  # score_multi(c(V="num", W="num")), equal weights
+    ids = np.arange(1, 6)
+    bf = lk.evaluate_block_bruteforce(ids, x * mult, ids, x * mult, p=1, value_offset=off)
+    close(summary_of(bf).success_analytic, 1)
+    for got, want_e in zip(bf.eccentricity, ["0.3115884764", "0.3651483717", "0.5504818826", "0.4822428222",
+                                             "0.9347654293"]):
+        assert_printed(got, want_e)
+
+
+def test_weighted_scaling_matches_normalised_sum_with_offset():
+    rng = np.random.default_rng(11)
+    raw = np.round(rng.normal(size=(30, 3)) * [1, 50, 5000], 2)
+    anon = raw[:20] + np.round(rng.normal(size=(20, 3)) * [0.3, 10, 800], 2)
+    anon[:, 2] = 7.0  # constant on one side only: its |x - y| still has a range
+    raw[:, 1] = anon[0, 1]  # a value shared by both sides: min |x - y| is 0
+    absd = np.abs(raw[None, :, :] - anon[:, None, :])
+    lo, hi = absd.min(axis=(0, 1)), absd.max(axis=(0, 1))
+    w = np.array([1.0, 2.0, 0.5])
+    # the per-block helpers give the same extremes
+    assert [lk.min_abs_diff_sorted(np.sort(raw[:, c]), np.sort(anon[:, c])) for c in range(3)] == lo.tolist()
+    assert [lk.max_abs_diff(raw[:, c].min(), raw[:, c].max(), anon[:, c].min(), anon[:, c].max())
+            for c in range(3)] == hi.tolist()
+    ref = (w * (absd - lo) / (hi - lo)).sum(axis=2)  # §3.5 range normalisation, §3.6 weighted sum
+    mult, off = lk.weighted_scaling(lo, hi, w)
+    got = oracle.pairwise_values(raw * mult, anon * mult, p=1, value_offset=off)
+    close(got, ref, 1e-12)
+    assert off > 0
+    # zero range contributes 0 (reference: constant score normalises to all zeros)
+    mult0, off0 = lk.weighted_scaling([0.0, 2.0], [3.0, 2.0], [1.0, 4.0])
+    assert mult0.tolist() == [1 / 3, 0.0] and off0 == 0.0
+    with pytest.raises(ValueError, match="all zero"):
+        lk.weighted_scaling([0, 0], [1, 1], [0, 0])
+    with pytest.raises(ValueError, match="non-negative"):
+        lk.weighted_scaling([0, 0], [1, 1], [1, -1])
+    with pytest.raises(ValueError, match="one entry"):
+        lk.weighted_scaling([0, 0], [1, 1], [1])
+
+
+def test_min_abs_diff_sorted_cases():
+    assert lk.min_abs_diff_sorted(np.array([1.0, 5.0]), np.array([5.0, 9.0])) == 0.0
+    assert lk.min_abs_diff_sorted(np.array([1.0, 5.0, 10.0]), np.array([7.5, 12.0])) == 2.0
+    assert lk.min_abs_diff_sorted(np.array([3.0]), np.array([-1.0, 100.0])) == 4.0
+    assert lk.min_abs_diff_sorted(np.array([]), np.array([1.0])) == math.inf
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        a = np.sort(rng.integers(-50, 50, size=rng.integers(1, 30)) * 0.1)
+        b = np.sort(rng.integers(-50, 50, size=rng.integers(1, 30)) * 0.1)
+        assert lk.min_abs_diff_sorted(a, b) == np.abs(a[:, None] - b[None, :]).min()
+
+
+# --------------------------------------------------------------------------
+# F19 / F20 blocking, coverage, top-k selection
+# --------------------------------------------------------------------------
+
+
+def _blocked(raw_key, raw_v, anon_key, anon_v, raw_ids=None, anon_ids=None, max_k=10):
+    raw_key, anon_key = np.asarray(raw_key), np.asarray(anon_key)
+    raw_v, anon_v = np.asarray(raw_v, float), np.asarray(anon_v, float)
+    raw_ids = np.arange(1, raw_v.size + 1) if raw_ids is None else np.asarray(raw_ids)
+    anon_ids = np.arange(1, anon_v.size + 1) if anon_ids is None else np.asarray(anon_ids)
+    out_kd, out_bf, order = [], [], []
+    for key in np.unique(np.concatenate([raw_key, anon_key])):
+        r, a = raw_key == key, anon_key == key
+        if not a.any():
+            continue
+        args = (raw_ids[r], raw_v[r][:, None], anon_ids[a], anon_v[a][:, None])
+        out_kd.append(lk.evaluate_block_kdtree(*args, p=1, max_k=max_k))
+        out_bf.append(lk.evaluate_block_bruteforce(*args, p=1))
+        order.append(anon_ids[a])
+    return oracle.concat_block_results(out_kd), out_bf, np.concatenate(order)
+
+
+def test_f19_block_candidates_evaluation():
+    zip_ = ["A", "A", "B", "B", "C", "C"]
+    age = [31, 42, 33, 44, 35, 46]
+    kd, bf, _ = _blocked(zip_, age, zip_, age)
+    s = summary_of(kd, n_raw=6)
+    assert s.n_pairs == 12
+    close([s.success_analytic, s.baseline_random, s.candidate_coverage], [1, 0.5, 1 / 3])
+    assert s.blocked is True
+    assert lk.blocking_recall(6, int(kd.has_true.sum())) == 1.0
+    # mode baseline of the blocked pair table
+    pairs = [(a, r) for a in range(6) for r in range(6) if zip_[a] == zip_[r]]
+    a_ids = np.array([a + 1 for a, _ in pairs])
+    r_ids = np.array([r + 1 for _, r in pairs])
+    sc = np.array([abs(age[a] - age[r]) for a, r in pairs], float)
+    close(oracle.mode_baseline_from_pairs(a_ids, r_ids, sc), 1 / 6)
+    # ANON ZIP changed: 2 of 6 true pairs lost
+    kd2, _, _ = _blocked(zip_, age, ["A", "B", "B", "B", "C", "A"], age)
+    assert_printed(lk.blocking_recall(6, int(kd2.has_true.sum())), "0.6667")
+    # disjoint keys: no pairs, recall 0, every synthetic record without a candidate
+    kd3, _, _ = _blocked(["a", "b", "c"], [1, 2, 3], ["x", "y", "z"], [1, 2, 3])
+    s3 = summary_of(kd3)
+    assert s3.n_pairs == 0 and s3.n_zero_candidate == 3 and s3.success_analytic == 0
+    assert lk.blocking_recall(3, int(kd3.has_true.sum())) == 0.0
+    assert not s3.truth_measurable and s3.top_k == {}
+    # no shared ids: recall NA
+    kd4, _, _ = _blocked(["a"] * 3, [1, 2, 3], ["a"] * 3, [1, 2, 3], raw_ids=[1, 2, 3], anon_ids=[11, 12, 13])
+    assert lk.blocking_recall(0, int(kd4.has_true.sum())) is None
+    assert summary_of(kd4).n_true_missing == 3
+
+
+def test_f20_uneven_blocks():
+    raw_key = ["A"] * 5 + ["B"] * 3 + ["C"] * 2
+    raw_v = [0, 1, 2, 3, 4, 0, 1, 2, 0, 1]
+    anon_ids = np.array([1, 6, 9])
+    kd, bf, _ = _blocked(raw_key, raw_v, ["A", "B", "C"], [0, 0, 0], anon_ids=anon_ids)
+    s = summary_of(kd, n_raw=10, top_k=(1, 3, 5, 6))
+    close(s.success_analytic, 1)
+    assert_printed(s.baseline_random, "0.3444444444")
+    close(s.baseline_random, (1 / 5 + 1 / 3 + 1 / 2) / 3)
+    assert_printed(s.lift, "2.903225806")
+    close(s.candidate_coverage, 1 / 3)
+    assert list(s.top_k) == [1, 3, 5]
+    ecc = np.concatenate([b.eccentricity for b in bf])
+    for got, want in zip(ecc, ["0.632455532", "1.0", "1.414213562"]):
+        assert_printed(got, want)
+    a_ids = np.repeat(anon_ids, [5, 3, 2])
+    r_ids = np.arange(1, 11)
+    close(oracle.mode_baseline_from_pairs(a_ids, r_ids, np.array(raw_v, float)), 1 / 3)
+    kd6, _, _ = _blocked(["A"] * 6 + ["B"] * 3 + ["C"] * 2, list(range(6)) + [0, 1, 2, 0, 1], ["A", "B", "C"],
+                         [0, 0, 0], anon_ids=np.array([1, 7, 10]))
+    assert list(summary_of(kd6, top_k=(7, 1, 3, 6, 3)).top_k) == [1, 3, 6]
+
+
+def test_summary_edge_cases():
+    s = oracle.summarize_linkage(np.zeros(0, int), np.zeros(0, int), np.zeros(0, int))
+    assert s.n_anon == 0 and s.success_analytic is None and s.lift is None and not s.truth_measurable
+    s = oracle.summarize_linkage(np.array([3, 3]), np.array([-1, -1]), np.array([-1, -1]))
+    assert s.success_analytic == 0 and s.baseline_random == 0 and s.lift is None and not s.truth_measurable
+    # a capped record refuses a k beyond its bound
+    with pytest.raises(ValueError, match="max_k"):
+        oracle.summarize_linkage(np.array([50]), np.array([3]), np.array([-1]), capped=np.array([True]), top_k=(5,))
+    close(lk.top_k_probability(np.array([0, 1, 2, 3, -1]), np.array([4, 2, 1, 1, -1]), 2), [0.5, 0.5, 0, 0, 0])
+
+
+# --------------------------------------------------------------------------
+# kd-tree path vs brute force vs plain-Python reference
+# --------------------------------------------------------------------------
+
+
+def _near_tie_block(rng, p, q, n_anon):
+    """Originals placed around each synthetic record at near-equal and chained distances."""
+    anon = rng.normal(size=(n_anon, q)) * 3
+    raws = []
+    for y in anon:
+        base = rng.choice([0.4, 1.0, 7.0])
+        radii = [base * (1 + e) for e in rng.uniform(-1e-12, 1e-12, size=4)]  # ties within 1e-12
+        step = rng.choice([0.3, 0.7, 0.95, 1.05, 1.5]) * TOL  # chains just below/above the tolerance
+        radii += [base * 1.3 + i * step * max(1, base * 1.3) for i in range(8)]
+        for rad in radii:
+            if p == 2:
+                u = rng.normal(size=q)
+                u /= np.linalg.norm(u)
+            else:
+                u = np.zeros(q)
+                u[rng.integers(q)] = rng.choice([-1.0, 1.0])
+            raws.append(y + rad * u)
+    raw = np.array(raws)
+    return raw, anon
+
+
+def _random_block(rng, kind, p):
+    q = int(rng.integers(1, 4))
+    if kind == "continuous":
+        raw = rng.normal(size=(int(rng.integers(20, 200)), q))
+        anon = raw[: int(rng.integers(5, 60))] + rng.normal(scale=rng.choice([0.01, 0.3, 2.0]), size=(1, q))
+        anon = anon + rng.normal(scale=0.3, size=anon.shape)
+    elif kind == "integer":
+        raw = rng.integers(0, 4, size=(int(rng.integers(10, 150)), q)).astype(float)
+        anon = np.clip(raw[: int(rng.integers(5, 40))] + rng.integers(-1, 2, size=(1, q)), 0, 5).astype(float)
+    elif kind == "duplicated":
+        base = rng.normal(size=(int(rng.integers(3, 15)), q))
+        raw = base[rng.integers(0, base.shape[0], size=int(rng.integers(20, 120)))]
+        anon = raw[: int(rng.integers(5, 30))].copy()
+        anon[::3] += 0.5
+    elif kind == "near_ties":
+        raw, anon = _near_tie_block(rng, p, q, int(rng.integers(2, 6)))
+        raw = np.concatenate([raw, anon[:1] + 0.0, rng.normal(size=(10, q))])  # an exact twin too
+    elif kind == "single":
+        raw = rng.normal(size=(1, q))
+        anon = rng.normal(size=(4, q))
+    else:
+        raise AssertionError(kind)
+    n_r, n_a = raw.shape[0], anon.shape[0]
+    raw_ids = rng.permutation(n_r).astype(np.int64) + 1
+    anon_ids = raw_ids[rng.permutation(n_r)[:n_a]] if n_a <= n_r else rng.permutation(n_a) + 1
+    if kind == "near_ties":
+        # the record at the centre of each shell is linked to a random shell member
+        anon_ids = raw_ids[rng.choice(n_r, size=n_a, replace=False)]
+    if rng.random() < 0.3:  # some records without their truth in the block
+        anon_ids = anon_ids.copy()
+        anon_ids[rng.random(n_a) < 0.3] += 10_000
+    if kind == "single" or rng.random() < 0.1:
+        anon_ids = anon_ids.copy()
+        anon_ids[:] = np.arange(n_a) + 50_000  # block without any truth...
+        if kind == "single":
+            anon_ids[0] = raw_ids[0]  # ...except one record
+    return raw_ids, raw, anon_ids, anon
+
+
+def _check_against_reference(raw_ids, raw, anon_ids, anon, p, max_k, squared=False, offset=0.0, k_initial=None):
+    kw = dict(p=p, squared=squared, value_offset=offset)
+    bf = lk.evaluate_block_bruteforce(raw_ids, raw, anon_ids, anon, **kw)
+    kd = lk.evaluate_block_kdtree(raw_ids, raw, anon_ids, anon, max_k=max_k, k_initial=k_initial, **kw)
+    vals = oracle.pairwise_values(raw, anon, **kw)
+    col = {rid: j for j, rid in enumerate(raw_ids.tolist())}
+    for i, aid in enumerate(anon_ids.tolist()):
+        j = col.get(aid)
+        assert kd.has_true[i] == bf.has_true[i] == (j is not None)
+        assert kd.n_candidates[i] == bf.n_candidates[i] == raw.shape[0]
+        if j is None:
+            assert kd.n_better[i] == bf.n_better[i] == -1 and kd.risk[i] == 0
+            continue
+        b, m = reference_counts(vals[i].tolist(), j, TOL)
+        assert (bf.n_better[i], bf.true_tie_size[i]) == (b, m)
+        assert kd.true_score[i] == vals[i, j]
+        if kd.capped[i]:
+            assert max_k <= kd.n_better[i] <= b
+        else:
+            assert (kd.n_better[i], kd.true_tie_size[i]) == (b, m)
+        assert kd.risk[i] == bf.risk[i] == reference_topk(b, m, 1)
+        for k in range(1, max_k + 1):
+            assert kd.top_k_probability(k)[i] == reference_topk(b, m, k)
+    return kd
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("kind", ["continuous", "integer", "duplicated", "near_ties", "single"])
+def test_kdtree_agrees_with_brute_force(kind, p):
+    rng = np.random.default_rng([11, 29][p - 1] * 100 + len(kind))
+    n_capped = 0
+    for rep in range(6):
+        raw_ids, raw, anon_ids, anon = _random_block(rng, kind, p)
+        max_k = int(rng.choice([1, 2, 3, 10]))
+        k_initial = int(rng.choice([2, 3])) if rep % 2 else None  # force widening rounds
+        kd = _check_against_reference(raw_ids, raw, anon_ids, anon, p, max_k, k_initial=k_initial)
+        n_capped += int(kd.capped.sum())
+        if p == 2 and rep % 3 == 0:
+            _check_against_reference(raw_ids, raw, anon_ids, anon, p, max_k, squared=True)
+        if p == 1 and rep % 3 == 0:
+            _check_against_reference(raw_ids, raw, anon_ids, anon, p, max_k, offset=float(rng.uniform(0.1, 3)))
+    if kind == "continuous":
+        assert n_capped > 0  # the cap path is exercised
+
+
+def test_kdtree_empty_and_one_sided_blocks():
+    ids = np.arange(3)
+    x = np.arange(6.0).reshape(3, 2)
+    r = lk.evaluate_block_kdtree(ids[:0], x[:0], ids, x, max_k=5)
+    assert r.n_candidates.tolist() == [0, 0, 0] and not r.has_true.any() and r.n_better.tolist() == [-1] * 3
+    b = lk.evaluate_block_bruteforce(ids[:0], x[:0], ids, x)
+    assert b.n_candidates.tolist() == [0, 0, 0] and b.risk.tolist() == [0, 0, 0]
+    r = lk.evaluate_block_kdtree(ids, x, ids[:0], x[:0], max_k=5)
+    assert r.n_candidates.size == 0
+    with pytest.raises(TypeError):
+        lk.evaluate_block_kdtree(ids, x, ids.astype(str), x, max_k=1)
+    with pytest.raises(ValueError):
+        lk.evaluate_block_kdtree(ids, x, ids, x, max_k=0)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_kdtree_long_single_linkage_chain(p):
+    """A 300-long chain of sub-tolerance steps forces several widening rounds in both directions."""
+    step = 0.9 * TOL
+    dists = np.concatenate([
+        [0.5, 0.6, 0.7, 0.8, 0.9],  # clearly better
+        1.0 + step * np.arange(300),  # one tie group by single linkage (its span is 2.7e-6)
+        [1.1 + 0.01 * i for i in range(50)],  # clearly worse
+    ])
+    rng = np.random.default_rng(4)
+    if p == 1:
+        raw = dists[:, None]
+    else:
+        ang = rng.uniform(0, 2 * np.pi, size=dists.size)
+        raw = np.column_stack([dists * np.cos(ang), dists * np.sin(ang)])
+    ids = np.arange(dists.size)
+    truth = np.array([5, 150, 304, 305, 354, 0])  # chain start, middle, end; first and last after it; best
+    anon = np.zeros((truth.size, raw.shape[1]))
+    vals = oracle.pairwise_values(raw, anon, p=p)
+    for max_k in (3, 10, 400):
+        kd = lk.evaluate_block_kdtree(ids, raw, truth, anon, p=p, max_k=max_k, k_initial=2)
+        for i, j in enumerate(truth):
+            b, m = reference_counts(vals[i].tolist(), int(j), TOL)
+            if kd.capped[i]:
+                assert max_k <= kd.n_better[i] <= b
+            else:
+                assert (kd.n_better[i], kd.true_tie_size[i]) == (b, m)
+            for k in (1, 2, 3):
+                assert kd.top_k_probability(min(k, max_k))[i] == reference_topk(b, m, min(k, max_k))
+        if p == 1 and max_k > 5:  # 5 better candidates < max_k: nothing may be capped
+            assert not kd.capped[:3].any() and kd.true_tie_size[:3].tolist() == [300] * 3
+            assert kd.risk.tolist() == [0, 0, 0, 0, 0, 1]
+    if p == 1:
+        assert reference_counts(vals[0].tolist(), 5, TOL) == (5, 300)
+
+
+class _SkewedTree:
+    """Stand-in for cKDTree: exact kNN, but on distances skewed by a per-point factor.
+
+    A real tree's distances differ from the kernel's recomputed ones only in the
+    last bits, which random data almost never turns into a different neighbour
+    set.  Skewing by up to 1e-10 (inside the kernel's declared 1e-9 slack)
+    reorders near-ties on purpose, so the kernel's guards against a neighbour
+    that was left out although its true value is below the k-th one are tested.
+    """
+
+    def __init__(self, data, skew):
+        self.data = np.asarray(data)
+        self.skew = np.asarray(skew, dtype=float)
+
+    def query(self, y, k, p=2, workers=1):
+        diff = np.abs(self.data[None, :, :] - y[:, None, :])
+        d = diff.sum(-1) if p == 1 else np.sqrt((diff**2).sum(-1))
+        d = d * (1.0 + self.skew[None, :])
+        idx = np.argsort(d, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(d, idx, axis=1), idx
+
+
+def _with_skew(monkeypatch, skew_for):
+    monkeypatch.setattr(kdtree, "cKDTree", lambda data, **kw: _SkewedTree(data, skew_for(np.asarray(data))))
+
+
+def test_kdtree_group_continues_past_a_left_out_neighbour(monkeypatch):
+    # values 1, 1+tol, 1+tol+5e-11: one group by single linkage.  The skew makes
+    # the tree return the third and leave the second out at k = 2; the first
+    # then looks separated from everything seen, which must not settle it.
+    v = np.array([1.0, 1.0 + TOL, 1.0 + TOL + 5e-11, 3.0, 4.0, 5.0])
+    _with_skew(monkeypatch, lambda data: np.where(data[:, 0] == v[1], 1e-10, np.where(data[:, 0] == v[2], -1e-10, 0)))
+    kd = lk.evaluate_block_kdtree(np.arange(6), v[:, None], np.array([0]), np.zeros((1, 1)), p=1, max_k=3, k_initial=2)
+    assert (kd.n_better[0], kd.true_tie_size[0], kd.capped[0]) == (0, 3, False)
+    assert kd.risk[0] == 1 / 3
+
+
+def test_kdtree_cap_ignores_a_gap_next_to_a_left_out_neighbour(monkeypatch):
+    # the truth (1+tol) is left out of the first k = 5 neighbours; the apparent
+    # gap between 1.0 and 1+tol+5e-11 is bridged by the truth itself, so only
+    # 3 candidates are provably better and max_k = 4 must not be capped.
+    v = np.array([0.1, 0.2, 0.3, 1.0, 1.0 + TOL, 1.0 + TOL + 5e-11, 2.0, 3.0])
+    _with_skew(monkeypatch, lambda data: np.where(data[:, 0] == v[4], 1e-10, np.where(data[:, 0] == v[5], -1e-10, 0)))
+    kd = lk.evaluate_block_kdtree(np.arange(8), v[:, None], np.array([4]), np.zeros((1, 1)), p=1, max_k=4, k_initial=5)
+    assert (kd.n_better[0], kd.true_tie_size[0], kd.capped[0]) == (3, 3, False)
+    assert kd.top_k_probability(4)[0] == pytest.approx(1 / 3, abs=0)
+
+
+def test_kdtree_left_out_neighbour_below_the_truth_with_exact_ties(monkeypatch):
+    # tol = 0: the left-out 2(1+1e-10) is strictly better than the truth
+    # 2(1+1.5e-10), which the skewed tree ranks ahead of it; without the slack on
+    # the k-th distance the truth would look settled with one better candidate.
+    v = np.array([1.0, 2.0 * (1 + 1e-10), 2.0 * (1 + 1.5e-10), 5.0])
+    _with_skew(monkeypatch, lambda data: np.where(data[:, 0] == v[1], 1e-10, np.where(data[:, 0] == v[2], 0.2e-10, 0)))
+    kd = lk.evaluate_block_kdtree(np.arange(4), v[:, None], np.array([2]), np.zeros((1, 1)), p=1, max_k=3, tol=0,
+                                  k_initial=2)
+    assert (kd.n_better[0], kd.true_tie_size[0]) == (2, 1)
+    assert kd.top_k_probability(2)[0] == 0 and kd.top_k_probability(3)[0] == 1
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_kdtree_robust_to_skewed_tree_distances(monkeypatch, p):
+    rng = np.random.default_rng(77 + p)
+    _with_skew(monkeypatch, lambda data: rng.uniform(-1e-10, 1e-10, size=data.shape[0]))
+    for rep in range(12):
+        kind = ["near_ties", "integer", "duplicated", "continuous"][rep % 4]
+        raw_ids, raw, anon_ids, anon = _random_block(rng, kind, p)
+        _check_against_reference(raw_ids, raw, anon_ids, anon, p, int(rng.choice([1, 2, 4])), k_initial=2)
+
+
+def test_kdtree_large_tie_group_is_exact():
+    # 3000 originals at exactly the same point as the truth's twin, plus spread ones
+    rng = np.random.default_rng(1)
+    raw = np.concatenate([np.zeros((3000, 2)), rng.normal(size=(2000, 2)) + 5])
+    ids = np.arange(raw.shape[0])
+    anon = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0]])
+    kd = lk.evaluate_block_kdtree(ids, raw, np.array([7, 2999, 4000]), anon, max_k=10)
+    assert kd.true_tie_size[:2].tolist() == [3000, 3000]
+    assert kd.risk[0] == kd.risk[1] == 1 / 3000
+    bf = lk.evaluate_block_bruteforce(ids, raw, np.array([7, 2999, 4000]), anon)
+    assert bf.n_better.tolist()[:2] == kd.n_better.tolist()[:2] == [0, 0]
+    assert kd.risk[2] == bf.risk[2]
+
+
+# --------------------------------------------------------------------------
+# bounded memory at scale
+# --------------------------------------------------------------------------
+
+
+def test_kdtree_200k_block_bounded_memory():
+    rng = np.random.default_rng(0)
+    n = 200_000
+    raw = rng.normal(size=(n, 3))
+    anon = raw + rng.normal(scale=0.05, size=raw.shape)
+    ids = np.arange(n, dtype=np.int64)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    res = lk.evaluate_block_kdtree(ids, raw, ids, anon, max_k=10, chunk_bytes=32 * 2**20)
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert elapsed < 60
+    assert peak < 400 * 2**20  # an n × n float64 matrix would need 320 GB
+    assert res.has_true.all()
+    s = summary_of(res, top_k=(1, 5, 10))
+    assert 0 < s.success_analytic < 1
+    # spot-check a sample of records against direct full scans
+    for i in rng.choice(n, size=20, replace=False):
+        vals = oracle.pairwise_values(raw, anon[i : i + 1])[0]
+        b, m = reference_counts(vals.tolist(), int(i), TOL)
+        if res.capped[i]:
+            assert 10 <= res.n_better[i] <= b
+        else:
+            assert (res.n_better[i], res.true_tie_size[i]) == (b, m)
+
+
+# --------------------------------------------------------------------------
+# single-column fast path (the "best single column" check)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tol", [0.0, TOL, 1e-3, 0.05])
+def test_column_best_agrees_with_brute_force_on_the_best_group(tol):
+    """Whether the truth is in the record's best tie group, and that group's size, as
+    the brute-force reduction says; other records only need N_BETTER >= 1. Ties,
+    duplicates, magnitudes from 1e-9 to 1e9, sub-tolerance chains longer than the first
+    window, and values so large (1e305) that their differences could overflow."""
+    rng = np.random.default_rng(int(tol * 1e6) + 7)
+    n_hits = 0
+    for rep in range(60):
+        n_r, n_a = int(rng.integers(1, 120)), int(rng.integers(1, 120))
+        scale = float(rng.choice([1e-9, 1e-3, 1.0, 1e3, 1e9, 1e305]))
+        decimals = int(rng.integers(0, 4))
+        raw = np.round(rng.normal(size=n_r) * 3, decimals) * scale
+        anon = np.round(rng.normal(size=n_a) * 3, decimals) * scale
+        if rep % 5 == 0:  # a chain of steps just inside the tolerance around 1
+            raw = 1.0 + np.arange(n_r) * 0.9 * max(tol, 1e-12)
+            anon = rng.choice(raw, size=n_a) + rng.choice([0.0, 1e-14], size=n_a)
+        raw_ids = rng.permutation(400)[:n_r]
+        anon_ids = 1000 + rng.permutation(400)[:n_a]  # no truths but the twins below
+        # Most synthetic records near their own original, so that many truths are best.
+        twins = rng.permutation(min(n_r, n_a))[: min(n_r, n_a) * 3 // 4]
+        anon_ids[twins] = raw_ids[twins]
+        anon[twins] = raw[twins] + rng.choice([0.0, 0.0, 1e-3 * scale], size=twins.size)
+        fast = lk.evaluate_column_best(raw_ids, raw[:, None], anon_ids, anon[:, None], tol=tol)
+        with np.errstate(over="ignore"):  # its confidence spread overflows at 1e305; ranks are compared
+            full = lk.evaluate_block_bruteforce(raw_ids, raw[:, None], anon_ids, anon[:, None], p=1, tol=tol)
+        assert np.array_equal(fast.has_true, full.has_true)
+        assert np.array_equal(fast.n_candidates, full.n_candidates)
+        best = full.has_true & (full.n_better == 0)
+        fast_best = (fast.n_better == 0) & ~fast.capped
+        assert np.array_equal(fast_best, best)
+        assert np.array_equal(fast.true_tie_size[best], full.true_tie_size[best])
+        assert np.all(fast.n_better[full.has_true & ~best] >= 1)
+        assert np.all(fast.n_better[~full.has_true] == -1)
+        n_hits += int(best.sum())
+    assert n_hits > 50  # the kept records exist, not only the settled ones
