@@ -71,8 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     log.setLevel(logging.INFO)
-    run_id = args.run_id or str(uuid.uuid4())
+    run_id = str(uuid.uuid4()) if args.run_id is None else args.run_id
     try:
+        from privacy_eval.results import check_run_id  # with Spark's Python side, as _run
+
+        check_run_id(run_id, "--run-id")
         config = load_config(args.config, args.overrides)
         if args.verbose:
             return _run(config, run_id, args)

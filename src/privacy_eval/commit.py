@@ -58,8 +58,22 @@ Limits:
   `ensure_tables` completes the run.
 * Process crashes are covered. Machine crashes are covered on file systems that persist
   files on close (HDFS); on a local disk Spark does not fsync its Parquet files.
-* One writer per run id at a time (as a scheduler runs it). Needs a classic Spark
-  session with a JVM (spark-submit, pyspark), not Spark Connect.
+* Needs a classic Spark session with a JVM (spark-submit, pyspark), not Spark Connect.
+
+Concurrent writers of one run id. Two jobs writing the same run id at once would
+interleave their renames and could leave one table with each run. So a writer first
+takes the run's lock, `<database>.db/_locks/<partition folder>`, a file created
+exclusively (O_CREAT|O_EXCL on a local disk, create without overwrite on HDFS and
+other Hadoop file systems) holding the writer's transaction name, and keeps it until
+its transaction is applied and removed. A second writer of that run id waits, polling
+every LOCK_POLL_SECONDS for up to LOCK_WAIT_SECONDS, then writes its run over the
+first one's (the last writer wins, as a rerun does). If the lock is still held after
+that, it fails with `CommitError` (exit 1, "... is being written by another process"),
+having written nothing: the tables hold the other writer's complete run. A lock whose
+owner is gone (the rules of Ownership above: at once on the same machine, after
+STALE_AFTER_SECONDS otherwise) is broken by the next writer; the transaction that
+owner left is completed or removed by `ensure_tables` as usual. Writers of different
+run ids never wait for each other.
 """
 
 from __future__ import annotations
@@ -91,6 +105,11 @@ STALE_AFTER_SECONDS = 3600.0
 #: after a pause growing by this much per attempt.
 APPLY_ATTEMPTS = 3
 APPLY_BACKOFF_SECONDS = 0.5
+# One lock file per run id being written (module docstring, "Concurrent writers").
+LOCKS = "_locks"
+#: How long a writer waits for another writer of the same run id, and how often it looks.
+LOCK_WAIT_SECONDS = 120.0
+LOCK_POLL_SECONDS = 0.5
 
 
 def commit_steps(tables: Sequence[str]) -> tuple[str, ...]:
@@ -136,6 +155,11 @@ def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping
     _ACTIVE.add(txn)
     applying = False
     try:
+        _lock(files, partition, run_id, txn)
+    except BaseException:
+        _ACTIVE.discard(txn)
+        raise
+    try:
         files.mkdirs(_in_transaction(txn))
         _checkpoint("begin")
         for table, frame in staged.items():
@@ -157,7 +181,68 @@ def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping
             _remove_transaction(files, txn)  # nothing was renamed: the tables are as before
         raise
     finally:
+        _unlock(files, partition, txn)
         _ACTIVE.discard(txn)
+
+
+def _lock(files: _Files, partition: str, run_id: str, txn: str) -> None:
+    """Take the run's lock for transaction `txn`, waiting for another writer of the run."""
+    lock = f"{LOCKS}/{partition}"
+    files.mkdirs(LOCKS)
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    waiting = False
+    while not files.create_exclusive(lock, txn):
+        owner = files.read_text(lock)
+        if owner is None:
+            continue  # released meanwhile
+        if _lock_abandoned(files, lock, owner):
+            _break_lock(files, lock, owner)
+            continue
+        if time.monotonic() >= deadline:
+            raise CommitError(
+                f"results of run {run_id} are being written by another process (for more than "
+                f"{LOCK_WAIT_SECONDS:g} s); nothing was written. If no other job runs with this run id, "
+                f"delete {files.uri(lock)} and run again"
+            )
+        if not waiting:
+            waiting = True
+            log.warning("results: another process is writing run %s; waiting for it", run_id)
+            _checkpoint("lock_wait")
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+def _lock_abandoned(files: _Files, lock: str, owner: str) -> bool:
+    alive = _owner_alive(owner)
+    if alive is not None:
+        return not alive
+    modified = files.modified(lock)
+    return modified is not None and time.time() - modified > STALE_AFTER_SECONDS
+
+
+def _break_lock(files: _Files, lock: str, owner: str) -> None:
+    """Remove a lock left by `owner`, who is gone. It is moved aside first (of several
+    breakers, one rename wins); a lock taken meanwhile by a live writer is put back."""
+    aside = f"{lock}.{uuid.uuid4().hex}.broken"
+    try:
+        moved = files.move(lock, aside)
+    except CommitError:
+        return
+    if not moved:
+        return
+    taken = files.read_text(aside)
+    if taken is not None and taken != owner:
+        files.create_exclusive(lock, taken)  # not the dead owner's: give it back
+    files.delete(aside)
+    log.warning("results: removed the lock of a stopped writer")
+
+
+def _unlock(files: _Files, partition: str, txn: str) -> None:
+    lock = f"{LOCKS}/{partition}"
+    try:
+        if files.read_text(lock) == txn:
+            files.delete(lock)
+    except Exception as exc:  # noqa: BLE001 - a lost lock file is broken by the next writer
+        log.warning("results: could not release the run's lock (%s)", type(exc).__name__)
 
 
 def recover(spark: SparkSession, database: str, tables: Sequence[str]) -> None:
@@ -439,6 +524,53 @@ class _Files:
         if self._fs.exists(src):
             raise CommitError(f"results: the file system refused to rename {source} to {target}")
         return False
+
+    def create_exclusive(self, relative: str, text: str) -> bool:
+        """Create a file holding `text`, atomically, unless it exists; False when it does.
+
+        On a local disk with O_CREAT|O_EXCL (Hadoop's local create checks, then creates);
+        elsewhere with the file system's create without overwrite (atomic on HDFS).
+        """
+        path = self._resolve(relative)
+        data = text.encode("utf-8")
+        uri = path.toUri()
+        if uri.getScheme() in (None, "file"):
+            try:
+                handle = os.open(str(uri.getPath()), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return False
+            try:
+                os.write(handle, data)
+                os.fsync(handle)
+            finally:
+                os.close(handle)
+            return True
+        try:
+            stream = self._fs.create(path, False)
+        except Py4JJavaError:
+            if self._fs.exists(path):
+                return False
+            raise
+        try:
+            stream.write(bytearray(data), 0, len(data))
+            stream.hsync()
+        finally:
+            stream.close()
+        return True
+
+    def read_text(self, relative: str) -> str | None:
+        """A small file's text; None when it does not exist."""
+        path = self._resolve(relative)
+        try:
+            stream = self._fs.open(path)
+        except Py4JJavaError:
+            if self._fs.exists(path):
+                raise
+            return None
+        try:
+            return bytes(stream.readAllBytes()).decode("utf-8")
+        finally:
+            stream.close()
 
     def read_json(self, relative: str) -> dict[str, Any] | None:
         path = self._resolve(relative)

@@ -335,6 +335,9 @@ def _plan_types(
         source = row_key if name == KEY else name
         a, b = original.schema[source].dataType, synthetic.schema[source].dataType
         plan.raw_types[name] = (a, b)
+        for side, kind in (("original", a), ("synthetic", b)):
+            if _holds_map(kind):
+                raise _not_comparable(name, source, side, kind)
         if name in cast:
             plan.types[name] = _configured_type(original, synthetic, name, cast[name])
             continue
@@ -347,6 +350,34 @@ def _plan_types(
             raise plan.mismatch(name)
         plan.types[name] = common
     return plan
+
+
+# Types Spark neither hashes nor groups by (two equal maps need not even compare equal):
+# a column holding one anywhere cannot be compared.
+_UNCOMPARABLE = tuple(t for t in (T.MapType, getattr(T, "VariantType", None)) if t is not None)
+
+
+def _holds_map(kind: T.DataType) -> bool:
+    """Whether a type is or contains a map (or a variant): see _UNCOMPARABLE."""
+    if isinstance(kind, _UNCOMPARABLE):
+        return True
+    if isinstance(kind, T.ArrayType):
+        return _holds_map(kind.elementType)
+    if isinstance(kind, T.StructType):
+        return any(_holds_map(f.dataType) for f in kind.fields)
+    return False
+
+
+def _not_comparable(name: str, source: str, side: str, kind: T.DataType) -> InputError:
+    if name == KEY:
+        return InputError(
+            f"row_key '{source}' is {kind.simpleString()} in the {side} table; a row key cannot hold "
+            "a map; name another key column"
+        )
+    return InputError(
+        f"column '{source}' is {kind.simpleString()} in the {side} table, which this tool cannot "
+        f"compare (Spark can neither hash nor group maps and variants); list it under 'exclude' to leave it out"
+    )
 
 
 def _configured_type(original: DataFrame, synthetic: DataFrame, name: str, type_name: str) -> T.DataType:

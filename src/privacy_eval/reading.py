@@ -5,6 +5,7 @@ each row's exact position in its file(s)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from py4j.protocol import Py4JJavaError
@@ -31,6 +32,8 @@ _LIKELY_SEPARATORS = (",", ";", "\t", "|")
 # The first bytes of every file of the binary formats. Spark finds out that a file is
 # not one inside a task, whose failure goes to the log with the file's last bytes.
 _MAGIC = {"parquet": b"PAR1", "orc": b"ORC"}
+# What Hadoop's path globbing treats as a pattern (Spark's reader globs every path).
+_GLOB_CHARACTERS = re.compile(r"([\\\[\]{}*?])")
 
 
 #: File formats read again by each pass instead of cached. Their columnar scan costs
@@ -70,47 +73,198 @@ def read_table(spark: SparkSession, source: Source, side: str, with_position: bo
     fmt = source.format or _format_from_path(path, side)
     options = {**_DEFAULT_OPTIONS.get(fmt, {}), **{k: _option_text(v) for k, v in source.options.items()}}
     local = "://" not in path and not path.startswith("file:")
-    if local and not os.path.exists(path):
-        raise InputError(f"{side}: file not found: {path}")
-    if local and fmt in _MAGIC:
-        _check_magic(path, fmt, side)
+    if local:
+        _check_local_files(path, fmt, side)
     # Schema inference reads the files (a Spark job for CSV and Parquet); the first
     # mistakes in them surface here. Spark's message is not passed on: past its first
     # words it may quote the file's content.
     try:
         with spark_error_logs_silenced():
-            frame = spark.read.format(fmt).options(**options).load(path)
+            frame = spark.read.format(fmt).options(**options).load(literal_path(path))
             _check_layout(frame.columns, fmt, options, path, side)
+            if fmt == "csv":
+                _check_renamed_header(spark, frame.columns, options, path, side)
+                _check_line_breaks_in_fields(spark, options, path, side)
+            _check_distinct_names(frame.columns, path, side)
             if with_position:
                 frame = _with_position(frame)
     except SPARK_ERRORS as exc:
-        raise InputError(
-            f"{side}: cannot read {path} as {fmt} ({spark_error_name(exc)}); is '{side}.format' right?"
-        ) from None
+        if spark_error_name(exc).startswith("COLUMN_ALREADY_EXISTS"):
+            _name_columns_alike(spark, fmt, options, path, side)
+        raise InputError(f"{side}: cannot read {path} as {fmt} ({spark_error_name(exc)}){_hint(exc, side)}") from None
     return frame
 
 
-def _check_magic(path: str, fmt: str, side: str) -> None:
-    """Refuse a local file that is not `fmt` before Spark tries to read it."""
-    magic = _MAGIC[fmt]
-    for file in _data_files(path):
-        with open(file, "rb") as handle:
-            if handle.read(len(magic)) != magic:
-                raise InputError(
-                    f"{side}: {file} is not a {fmt} file (it does not start as one); "
-                    f"is '{side}.format' right?"
-                )
+def literal_path(path: str) -> str:
+    """`path` for Spark's reader, naming that file or folder literally.
+
+    Spark globs every path it reads: `orig[1].csv` would read `orig1.csv`, `data*.csv`
+    every matching file. A backslash before each glob character makes Hadoop's globbing
+    match it literally (for files and folders, local or remote).
+    """
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
-def _data_files(path: str) -> list[str]:
-    """The files Spark reads under `path`: hidden and `_`-prefixed ones are not data."""
+def _check_local_files(path: str, fmt: str, side: str) -> None:
+    """Refuse, naming the path, what Spark would fail on with a traceback or loop over:
+    a missing path, a symbolic link loop, a file that cannot be opened, a binary file
+    of another format."""
+    if not os.path.exists(path):
+        if os.path.islink(path):
+            raise InputError(f"{side}: {path} is a symbolic link to nothing (or a link loop)")
+        raise InputError(f"{side}: file not found: {path}")
+    magic = _MAGIC.get(fmt)
+    for file in _data_files(path, side):
+        try:
+            with open(file, "rb") as handle:
+                start = handle.read(len(magic) if magic else 1)
+        except OSError as exc:
+            raise InputError(f"{side}: cannot open {file} ({_os_reason(exc)})") from None
+        if magic and start != magic:
+            raise InputError(
+                f"{side}: {file} is not a {fmt} file (it does not start as one); "
+                f"is '{side}.format' right?"
+            )
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _data_files(path: str, side: str = "input") -> list[str]:
+    """The files Spark reads under `path`: hidden and `_`-prefixed ones are not data.
+
+    Follows symbolic links to folders, as Hadoop's listing does, and refuses a link
+    back to a folder it is in (Spark would list it until the path grows too long).
+    """
     if not os.path.isdir(path):
         return [path]
-    files = []
-    for folder, subfolders, names in os.walk(path):
-        subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
-        files += [os.path.join(folder, n) for n in sorted(names) if not n.startswith((".", "_"))]
+    files: list[str] = []
+
+    def walk(folder: str, ancestors: frozenset[str]) -> None:
+        try:
+            names = sorted(n for n in os.listdir(folder) if not n.startswith((".", "_")))
+        except OSError as exc:
+            raise InputError(f"{side}: cannot list {folder} ({_os_reason(exc)})") from None
+        for name in names:
+            entry = os.path.join(folder, name)
+            if os.path.islink(entry) and not os.path.exists(entry):
+                raise InputError(f"{side}: {entry} is a symbolic link to nothing (or a link loop)")
+            if os.path.isdir(entry):
+                real = os.path.realpath(entry)
+                if real in ancestors:
+                    raise InputError(
+                        f"{side}: {entry} is a symbolic link to a folder that contains it (a loop); "
+                        "remove it or point the path elsewhere"
+                    )
+                walk(entry, ancestors | {real})
+            else:
+                files.append(entry)
+
+    walk(path, frozenset({os.path.realpath(path)}))
     return files
+
+
+def _hint(exc: BaseException, side: str) -> str:
+    """What to check after a failed read: the format only when Spark says the content
+    is not what it expected."""
+    name = spark_error_name(exc)
+    if name.startswith(("PATH_NOT_FOUND", "FILE_NOT_EXIST")):
+        return "; check that the path exists and is readable"
+    if name.startswith(("MALFORMED_", "CANNOT_READ_FILE_FOOTER", "FAILED_READ_FILE", "UNABLE_TO_INFER_SCHEMA")):
+        return f"; is '{side}.format' right?"
+    return f"; check the file and '{side}.options'"
+
+
+def _check_renamed_header(
+    spark: SparkSession, columns: Sequence[str], options: dict[str, str], path: str, side: str
+) -> None:
+    """Refuse a CSV header naming one column twice (or twice up to case).
+
+    Spark renames such columns to name + position (`Age0`, `age1`), names that are not
+    in the file. Confirmed against the raw header line, read as data: a header that
+    really says `x0,x1` is left alone.
+    """
+    if options.get("header", "false").lower() != "true":
+        return
+    suspects: dict[str, list[int]] = {}
+    for i, name in enumerate(columns):  # Spark appends the column's position
+        if name.endswith(str(i)) and len(name) > len(str(i)):
+            suspects.setdefault(name[: -len(str(i))].lower(), []).append(i)
+    suspects = {base: at for base, at in suspects.items() if len(at) > 1}
+    if not suspects:
+        return
+    raw = spark.read.format("csv").options(**{**options, "header": "false", "inferSchema": "false"})
+    first = raw.load(literal_path(path)).first()
+    if first is None:
+        return
+    for at in suspects.values():
+        names = [first[i] for i in at]
+        renamed = [columns[i] for i in at]
+        if all(n is not None and renamed[j] == f"{n}{at[j]}" for j, n in enumerate(names)):
+            listed = " and ".join(f"'{n}'" for n in names)
+            raise InputError(
+                f"{side}: the header of {path} names columns {listed}, the same name "
+                f"{'up to case' if len(set(names)) > 1 else 'twice'} (Spark would rename them "
+                f"{', '.join(renamed)}); give each column its own name"
+            )
+
+
+def _check_line_breaks_in_fields(spark: SparkSession, options: dict[str, str], path: str, side: str) -> None:
+    """Refuse a CSV file with a quoted field spanning lines, unless read with multiLine.
+
+    Spark reads CSV line by line by default: such a record becomes two broken rows,
+    whose symptoms (a text value in a number column, a null key) would be reported
+    instead. A line that opens a quoted field (a quote at its start or after a
+    separator) and does not close it is the sign. One scan of the text.
+    """
+    if options.get("multiLine", options.get("multiline", "false")).lower() == "true":
+        return
+    quote, sep = options.get("quote", '"'), options.get("sep", options.get("delimiter", ","))
+    escape = options.get("escape", "\\")
+    if len(quote) != 1 or len(sep) != 1 or len(escape) != 1 or quote == "\u0000":
+        return  # no quoting, or separators this check does not model
+    q, s, e = (re.escape(c) for c in (quote, sep, escape))
+    inside = f"(?:[^{q}]|{q}{q})" if quote == escape else f"(?:[^{q}{e}]|{e}.|{q}{q})"
+    unclosed = f"(?:^|{s}){q}{inside}*+$"
+    text = spark.read.options(**({"lineSep": options["lineSep"]} if "lineSep" in options else {}))
+    broken = text.text(literal_path(path)).filter(F.col("value").rlike(unclosed)).limit(1).count()
+    if broken:
+        raise InputError(
+            f"{side}: {path} has a quoted field that spans lines (a line break inside quotes); "
+            f"set '{side}.options.multiLine: true' to read it"
+        )
+
+
+def _name_columns_alike(spark: SparkSession, fmt: str, options: dict[str, str], path: str, side: str) -> None:
+    """After Spark refused a schema with two columns of one name up to case (Parquet,
+    ORC, JSON): read the schema again, case-sensitively, to name them."""
+    key = "spark.sql.caseSensitive"
+    saved = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "true")
+        with spark_error_logs_silenced():
+            columns = spark.read.format(fmt).options(**options).load(literal_path(path)).columns
+    except SPARK_ERRORS:
+        return
+    finally:
+        spark.conf.set(key, saved)
+    _check_distinct_names(columns, path, side)
+
+
+def _check_distinct_names(columns: Sequence[str], path: str, side: str) -> None:
+    """Refuse two columns whose names differ only in case: Spark resolves names
+    ignoring case, so neither could be compared."""
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.get(name.lower())
+        seen[name.lower()] = name
+        if other is not None:
+            how = "twice" if other == name else "the same name up to case"
+            raise InputError(
+                f"{side}: {path} has columns '{other}' and '{name}' ({how}); Spark cannot tell "
+                "them apart: rename one"
+            )
 
 
 def _check_layout(columns: Sequence[str], fmt: str, options: dict[str, str], path: str, side: str) -> None:

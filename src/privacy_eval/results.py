@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from privacy_eval.commit import CommitError, commit_steps, quote, recover, replace_run, sql_text
-from privacy_eval.errors import InputError
+from privacy_eval.errors import InputError, UserError
 
 __all__ = [
     "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES", "ColumnRow", "CommitError",
@@ -191,6 +192,44 @@ def _check_database_location(spark: SparkSession, database: str, db_location: st
         )
 
 
+# Spark's escaping of partition values in folder names (ExternalCatalogUtils.escapePathName,
+# outside Windows): these characters become %XX (two upper-case hex digits); every other
+# character, non-ASCII letters included, is kept as it is.
+_ESCAPED_IN_PARTITION_PATHS = frozenset(
+    [chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^")
+)
+# The partition value Spark writes for null and reads back as null.
+_SPARK_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# A file name (one path component) on Linux file systems and HDFS, in bytes.
+MAX_FOLDER_NAME_BYTES = 255
+
+
+def partition_folder_name(run_id: str) -> str:
+    """`run_id=<id>` escaped as Spark names a run's partition folder (':' -> %3A)."""
+    return "run_id=" + "".join(f"%{ord(c):02X}" if c in _ESCAPED_IN_PARTITION_PATHS else c for c in run_id)
+
+
+def check_run_id(run_id: str, name: str = "run_id") -> None:
+    """Refuse, before any work, a run id that Spark cannot store as a partition value
+    and read back unchanged, or that would break the job's one-line output. `name` is
+    what the message calls it (the job: `--run-id`)."""
+    if not run_id.strip():
+        raise UserError(f"{name} must not be empty or blank (leave the option out for a new UUID)")
+    for position, char in enumerate(run_id, start=1):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise UserError(
+                f"{name} contains a control or invisible character (U+{ord(char):04X} at position {position})"
+            )
+    if run_id == _SPARK_NULL_PARTITION:
+        raise UserError(f"{name} {_SPARK_NULL_PARTITION} is reserved by Spark (it reads it back as null)")
+    size = len(partition_folder_name(run_id).encode("utf-8"))
+    if size > MAX_FOLDER_NAME_BYTES:
+        raise UserError(
+            f"{name} is too long: its partition folder name (run_id=<id>, UTF-8, with Spark's %XX escapes) "
+            f"would be {size} bytes, at most {MAX_FOLDER_NAME_BYTES}"
+        )
+
+
 def write_run(
     spark: SparkSession,
     database: str,
@@ -203,6 +242,7 @@ def write_run(
     `ensure_tables` must have registered the tables in this session. A table without
     rows for the run (no column_direct_match metric) loses the run's earlier partition.
     """
+    check_run_id(run.run_id)
     rows: dict[str, list[tuple]] = {
         COLUMN_PROTECTION: [
             (run.dataset, c.column_name, c.matches, c.distinct_synthetic, c.protection,

@@ -8,24 +8,25 @@ by one successful run; one case goes through a real spark-submit.
 
 from __future__ import annotations
 
-import copy
 import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-import yaml
 
 from tests.support import reference
+from tests.support.casefiles import DELETE, merged, write_case
 from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, submit, tree_digest
 from tests.support.tables import base_frames, to_csv
 
 DATABASE = "bad_inputs"
-DELETE = object()  # in a Case's config: remove this key from the base configuration
-
-
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -34,7 +35,33 @@ class Case:
     files: dict[str, str] = field(default_factory=dict)  # written beside the config
     args: tuple[str, ...] = ()  # extra command-line arguments; {case} is the case folder
     config_text: str | bytes | None = None  # the config file verbatim, instead
+    fifos: tuple[str, ...] = ()  # named pipes made in the case folder
+    within: float | None = None  # seconds the job may take at most (resource bombs, pipes)
 
+
+# Two `metrics:` blocks: YAML's "last one wins" would silently drop row_direct_match.
+DUPLICATE_METRICS = """dataset: bad_inputs
+original: {path: ../data/original.csv}
+synthetic: {path: ../data/synthetic.csv}
+metrics:
+  row_direct_match: {}
+results: {warehouse: ../warehouse, database: bad_inputs}
+row_key: id
+metrics:
+  column_direct_match: {}
+"""
+DUPLICATE_TARGET = """dataset: bad_inputs
+original: {path: ../data/original.csv}
+synthetic: {path: ../data/synthetic.csv}
+metrics:
+  row_direct_match:
+    target: 90
+    target: 10
+"""
+# 629 bytes that expand to 9^10 (3.5 billion) strings without a limit on aliases.
+BILLION_LAUGHS = "dataset: bomb\noriginal:\n  path: o.csv\n  options:\n" + "".join(
+    f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(10)
+)
 
 O, S = base_frames()
 HEADER_ONLY = ",".join(O.columns) + "\n"
@@ -147,6 +174,33 @@ CASES = [
     Case("linkage_unknown_cov_from", ("'metrics.linkage.cov_from'", "raw, anon, pooled"),
          {"metrics": {"linkage": {"cov_from": "both"}}}),
     Case("linkage_blocking_missing", ("linkage", "blocking", "'Group'"), {"metrics": {"linkage": {"blocking": ["Group"]}}}),
+    # --- the config file's limits (hardening, round 2)
+    Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
+    Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),
+         config_text=DUPLICATE_TARGET),
+    Case("config_alias_bomb", ("job.yaml", "aliases", "not accepted"), config_text=BILLION_LAUGHS, within=10),
+    Case("config_deep_nesting", ("job.yaml", "nested deeper than 32"),
+         config_text="dataset: " + "[" * 5000 + "]" * 5000 + "\n", within=10),
+    Case("config_too_large", ("huge.yaml", "larger than"), files={"huge.yaml": "#" * (1 << 20) + "\n"},
+         args=("--config", "{case}/huge.yaml"), within=10),
+    Case("config_is_a_fifo", ("pipe.yaml", "not a regular file"), fifos=("pipe.yaml",),
+         args=("--config", "{case}/pipe.yaml"), within=10),
+    Case("config_is_a_directory", ("{case}", "not a regular file"), args=("--config", "{case}"), within=10),
+    Case("config_is_dev_zero", ("/dev/zero", "not a regular file"), args=("--config", "/dev/zero"), within=10),
+    Case("config_number_too_long", ("job.yaml", "line 1"), config_text="dataset: " + "1" * 5000 + "\n"),
+    Case("set_alias_bomb", ("--set original.options", "aliases"),
+         args=("--set", "original.options={a: &a [x, x, x, x], b: [*a, *a, *a, *a]}"), within=10),
+    Case("set_deep_nesting", ("--set original.options.x", "nested deeper than 32"),
+         args=("--set", "original.options.x=" + "[" * 5000 + "]" * 5000), within=10),
+    Case("set_duplicate_key", ("--set metrics", "'row_direct_match'", "twice"),
+         args=("--set", "metrics={row_direct_match: {}, row_direct_match: {target: 1}}")),
+    # --- run ids, checked before any work
+    Case("run_id_too_long", ("--run-id", "too long"), args=("--run-id", "r" * 10_000), within=10),
+    Case("run_id_too_long_once_escaped", ("--run-id", "too long", "312 bytes"), args=("--run-id", ":" * 100 + "x" * 5)),
+    Case("run_id_with_newline", ("--run-id", "U+000A"), args=("--run-id", "a\nerror: injected")),
+    Case("run_id_empty", ("--run-id", "empty"), args=("--run-id", "")),
+    Case("run_id_spark_null_partition", ("--run-id", "__HIVE_DEFAULT_PARTITION__", "reserved"),
+         args=("--run-id", "__HIVE_DEFAULT_PARTITION__")),
 ]
 
 
@@ -166,17 +220,6 @@ def base_config(data: Path, warehouse: Path) -> dict[str, Any]:
     }
 
 
-def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in changes.items():
-        if value is DELETE:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = value
-    return out
-
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> dict[str, Path]:
@@ -187,21 +230,6 @@ def workspace(tmp_path_factory) -> dict[str, Path]:
     (data / "synthetic.csv").write_text(to_csv(S))
     return {"root": root, "data": data, "warehouse": root / "warehouse"}
 
-
-def write_case(case_dir: Path, config: dict[str, Any] | None = None, files: dict[str, str] | None = None,
-               config_text: str | bytes | None = None) -> Path:
-    """The case's folder: its files and its config (dumped, or `config_text` verbatim)."""
-    case_dir.mkdir()
-    for name, text in (files or {}).items():
-        (case_dir / name).write_text(text)
-    path = case_dir / "job.yaml"
-    if config_text is None:
-        config_text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
-    if isinstance(config_text, bytes):
-        path.write_bytes(config_text)
-    else:
-        path.write_text(config_text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +243,30 @@ def seeded(spark, workspace) -> dict[str, Path]:
     assert (tables / "metric_results" / "run_id=seed").is_dir()
     assert (tables / "column_protection" / "run_id=seed").is_dir()
     return workspace
+
+
+class Hung(BaseException):  # not an Exception: the job's last line of defence must not catch it
+    pass
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Interrupt the job (a blocking open, a runaway parse) after `seconds`, so that a
+    case that would hang fails instead."""
+    if seconds is None:
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Hung(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def case_of(entry: Case | Any) -> Case:
@@ -232,18 +284,28 @@ def test_bad_input_exits_2_with_one_error_line(spark, seeded, case: Case):
     case_dir = seeded["root"] / case.name
     config = write_case(case_dir, merged(base_config(seeded["data"], warehouse), case.config),
                         case.files, case.config_text)
+    for name in case.fifos:
+        os.mkfifo(case_dir / name)
     args = [a.replace("{case}", str(case_dir)) for a in case.args]
     if "--config" not in args:
         args = ["--config", str(config), *args]
+    if "--run-id" not in args:
+        args = [*args, "--run-id", case.name]
     before, cached_before = tree_digest(warehouse), persisted_rdds(spark)
 
-    code, output = run_in_process(spark, [*args, "--run-id", case.name])
+    started = time.monotonic()
+    with deadline(case.within):
+        code, output = run_in_process(spark, args)
+    took = time.monotonic() - started
 
     errors = error_lines(output)
-    assert code == 2, output
-    assert len(errors) == 1, output
+    assert code == 2, output[-5000:]
+    assert len(errors) == 1, output[-5000:]
     for part in case.says:
+        part = part.replace("{case}", str(case_dir))
         assert part in errors[0], f"{part!r} not in {errors[0]!r}"
+    if case.within is not None:
+        assert took < case.within, f"took {took:.1f} s"
     assert "Traceback" not in output, output
     assert tree_digest(warehouse) == before
     assert persisted_rdds(spark) == cached_before, "a failed run left data cached"
@@ -354,6 +416,36 @@ def test_one_row_tables(spark, seeded):
     assert columns["age"]["protection"] == 100.0 and columns["weight"]["protection"] == 0.0
     kpr = metrics["knowledge_protection_rate"]
     assert kpr["value"] == 0.0 and kpr["numerator"] == 1
+
+
+def test_run_id_escaping_matches_spark(spark):
+    """The job checks a run id's folder name before Spark starts, with its own copy of
+    Spark's escaping: it must agree with Spark's, character for character."""
+    from privacy_eval.cli import partition_folder_name
+
+    utils = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    odd = [chr(c) for c in range(1, 0x80)] + ["\u00e9", "\u00a0", "\u20ac", "\u4e2d", "\U0001f600", "\u0085"]
+    for value in [*odd, "".join(odd), "manual__2026-11-29T12:34:15.676400+00:00", "a b/c=d%e"]:
+        assert partition_folder_name(value) == str(utils.getPartitionPathString("run_id", value)), repr(value)
+
+
+def test_longest_run_id_works(spark, seeded):
+    """A run id whose escaped folder name is exactly 255 bytes is written and read back."""
+    from privacy_eval.results import check_run_id, partition_folder_name
+
+    run_id = "manual__" + ":" * 78 + "\u00e9\u00e9+x"  # run_id=, 8, 78 x %3A, 2 x 2 bytes, 2: 255 bytes
+    assert len(partition_folder_name(run_id).encode()) == 255
+    check_run_id(run_id)
+    with pytest.raises(Exception, match="too long"):
+        check_run_id(run_id + "x")
+    path = write_case(seeded["root"] / "longest_run_id",
+                      merged(base_config(seeded["data"], seeded["warehouse"]),
+                             {"metrics": only("row_direct_match")}))
+    code, output = run_in_process(spark, ["--config", str(path), "--run-id", run_id])
+    assert code == 0, output[-5000:]
+    assert not error_lines(output)
+    metrics, _ = read_run(spark, seeded["warehouse"], run_id)
+    assert set(metrics) == {"row_direct_match_protection"}
 
 
 def test_in_process_runs_leave_the_shared_session_intact(spark, seeded):

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -458,3 +459,95 @@ def test_a_database_name_stays_with_its_first_warehouse_in_a_session(spark, tmp_
     ensure_tables(spark, str(tmp_path / "first"), first.database)  # the same place again: fine
     with pytest.raises(InputError, match=f"'{first.database}' is already registered"):
         ensure_tables(spark, str(tmp_path / "second"), first.database)
+
+
+# --------------------------------------------------------------------------
+# two writers of one run id at once (commit.py, "Concurrent writers")
+# --------------------------------------------------------------------------
+
+
+def locks(warehouse: Warehouse) -> list[str]:
+    folder = warehouse.folder / commit.LOCKS
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+def test_a_second_writer_of_the_run_waits_for_the_first_then_replaces_its_run(
+    spark, previous, tmp_path, monkeypatch
+):
+    """The overlap is forced: the first writer stops after staging, starts the second
+    (in a thread) and goes on only once the second waits for the lock."""
+    expected = new_warehouse(spark, tmp_path / "expected", copy_of=previous)
+    write_run(spark, expected.database, *run_data("r1", 5))
+    warehouse = new_warehouse(spark, tmp_path / "both", copy_of=previous)
+    monkeypatch.setattr(commit, "LOCK_POLL_SECONDS", 0.05)
+    first = threading.current_thread()
+    second_waits, errors, seen, threads = threading.Event(), [], [], []
+
+    def second() -> None:
+        try:
+            write_run(spark, warehouse.database, *run_data("r1", 5))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+            second_waits.set()
+
+    def hook(step: str) -> None:
+        if threading.current_thread() is not first:
+            seen.append(step)
+            if step == "lock_wait":
+                second_waits.set()
+        elif step == f"staged:{METRIC_RESULTS}" and not seen:
+            seen.append("started")
+            threads.append(threading.Thread(target=second, name="second-writer", daemon=True))
+            threads[0].start()
+            assert second_waits.wait(120), "the second writer never waited"
+            assert not errors, errors
+
+    monkeypatch.setattr(commit, "fault_hook", hook)
+    write_run(spark, warehouse.database, *SCENARIOS["replace"])  # r1, version 2
+    threads[0].join(120)
+    assert not threads[0].is_alive(), "the second writer did not finish"
+    monkeypatch.setattr(commit, "fault_hook", None)
+    assert not errors, errors
+    # The second writer staged nothing before it had the lock, then went through every step.
+    assert seen[:2] == ["started", "lock_wait"] and seen[2:] == steps_of("replace")
+    assert warehouse.transactions() == [] and locks(warehouse) == []
+    assert warehouse.rows(spark) == expected.rows(spark)  # the second run, whole, in both tables
+
+
+def test_a_second_writer_that_waits_too_long_writes_nothing_and_says_why(
+    spark, previous, outcomes, tmp_path, monkeypatch
+):
+    warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
+    monkeypatch.setattr(commit, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(commit, "LOCK_POLL_SECONDS", 0.05)
+    refused = []
+
+    def hook(step: str) -> None:
+        if step == f"staged:{METRIC_RESULTS}" and not refused:
+            refused.append(None)
+            before = warehouse.table_files()
+            with pytest.raises(CommitError, match="being written by another process") as info:
+                write_run(spark, warehouse.database, *run_data("r1", 6))
+            refused[0] = str(info.value)
+            assert warehouse.table_files() == before
+            assert len(warehouse.transactions()) == 1  # the first writer's only
+
+    monkeypatch.setattr(commit, "fault_hook", hook)
+    write_run(spark, warehouse.database, *SCENARIOS["replace"])
+    assert refused[0] and "nothing was written" in refused[0] and "run r1" in refused[0]
+    assert warehouse.transactions() == [] and locks(warehouse) == []
+    assert warehouse.rows(spark) == outcomes["replace"]  # the first writer's run, whole
+
+
+def test_the_lock_of_a_writer_that_died_is_broken(spark, previous, outcomes, tmp_path):
+    warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    dead = f"{uuid.uuid4().hex}-{commit._machine()}-{int(finished.stdout)}-1"
+    (warehouse.folder / commit.LOCKS).mkdir(exist_ok=True)
+    (warehouse.folder / commit.LOCKS / "run_id=r1").write_text(dead)
+    started = time.monotonic()
+    write_run(spark, warehouse.database, *SCENARIOS["replace"])
+    assert time.monotonic() - started < 60
+    assert locks(warehouse) == []
+    assert warehouse.rows(spark) == outcomes["replace"]

@@ -290,3 +290,49 @@ def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):
         assert inputs.n_paired_where is None  # no linkage configured
     finally:
         inputs.unpersist()
+
+
+@pytest.mark.parametrize("kind", ["map<string,int>", "array<map<string,int>>", "struct<m:map<string,int>>"])
+def test_a_map_anywhere_in_a_column_is_refused_naming_it(spark, kind):
+    o = spark.createDataFrame([(1, 5)], "id long, x long").selectExpr("id", "x", f"cast(null as {kind}) as m")
+    with pytest.raises(InputError, match=r"column 'm' is .*map.* in the original table.*'exclude'"):
+        prepare_inputs(o, o, row_key="id")
+    assert prepare_inputs(o, o, row_key="id", exclude=["m"]).columns == ("x",)
+
+
+def test_arrays_and_structs_are_compared(spark):
+    o = spark.createDataFrame([(1, [1, 2], (3, "a"))], "id long, a array<int>, s struct<n:int,t:string>")
+    inputs = prepare_inputs(o, o, row_key="id")
+    assert inputs.columns == ("a", "s") and inputs.n_original == 1
+
+
+def test_glob_characters_in_a_path_are_literal(spark, tmp_path):
+    (tmp_path / "o[1].csv").write_text("id,x\n1,5\n")
+    (tmp_path / "o1.csv").write_text("id,x\n1,6\n2,7\n")
+    frame = read_table(spark, Source(path=str(tmp_path / "o[1].csv")), "original")
+    assert [tuple(r) for r in frame.collect()] == [(1, 5)]
+
+
+def test_a_folder_linking_to_itself_is_refused_naming_the_link(spark, tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "part.csv").write_text("id,x\n1,5\n")
+    (tmp_path / "o" / "again").symlink_to(tmp_path / "o")
+    with pytest.raises(InputError, match=r"original: .*o/again is a symbolic link to a folder that contains it"):
+        read_table(spark, Source(path=str(tmp_path / "o"), format="csv"), "original")
+
+
+def test_a_header_that_looks_renamed_but_is_not_is_kept(spark, tmp_path):
+    """Spark renames repeated names to name + position; a header that really reads
+    `x0,x1` must not be taken for one."""
+    (tmp_path / "o.csv").write_text("id,x1,x2\n1,5,6\n")
+    assert read_table(spark, Source(path=str(tmp_path / "o.csv")), "original").columns == ["id", "x1", "x2"]
+
+
+def test_quotes_that_close_on_their_line_are_not_line_breaks(spark, tmp_path):
+    (tmp_path / "o.csv").write_text('id,x,y\n1,"a, b",5\'10"\n2,"say ""hi""",3\n')
+    assert read_table(spark, Source(path=str(tmp_path / "o.csv")), "original").count() == 2
+    (tmp_path / "m.csv").write_text('id,x\n1,"a\nb"\n')
+    with pytest.raises(InputError, match="spans lines"):
+        read_table(spark, Source(path=str(tmp_path / "m.csv")), "original")
+    multi = Source(path=str(tmp_path / "m.csv"), options={"multiLine": True, "escape": '"'})
+    assert read_table(spark, multi, "original").count() == 1

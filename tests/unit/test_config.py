@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ import yaml
 
 from privacy_eval.config import (
     DEFAULT_TOLERANCE,
+    MAX_CONFIG_BYTES,
+    MAX_DEPTH,
     KnowledgeProtectionConfig,
     LinkageConfig,
     MetricsConfig,
@@ -190,3 +195,150 @@ def test_hand_built_configs_fail_as_yaml_does(tmp_path, build, change, message):
     with pytest.raises(ConfigError) as from_yaml:
         load_config(path)
     assert str(by_hand.value) == str(from_yaml.value) == message
+
+
+# --------------------------------------------------------------------------
+# the loader's limits: duplicate keys, anchors and aliases, depth, size, file kind
+# --------------------------------------------------------------------------
+
+
+def with_options(options: str) -> str:
+    """MINIMAL, with `options` (YAML text) as original.options."""
+    return MINIMAL.replace("original: {path: data/o.csv}", f"original: {{path: data/o.csv, options: {options}}}")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINIMAL + "metrics:\n  column_direct_match:\n", "key 'metrics' appears twice (lines 5 and 7)"),
+        (MINIMAL + "    target: 90\n    target: 10\n",
+         "key 'metrics.row_direct_match.target' appears twice (lines 7 and 8)"),
+        (MINIMAL + "exclude: [a]\noriginal: {path: x.csv}\n", "key 'original' appears twice (lines 3 and 8)"),
+        (MINIMAL + "cast: {a: int, a: double}\n", "key 'cast.a' appears twice (lines 7 and 7)"),
+        (MINIMAL + "  linkage: {targets: [a], top_k: [1], top_k: [2]}\n",
+         "key 'metrics.linkage.top_k' appears twice (lines 7 and 7)"),
+        (with_options("{sep: ',', sep: ';'}"), "key 'original.options.sep' appears twice (lines 3 and 3)"),
+        (MINIMAL + "categorical: [{a: 1, a: 2}]\n", "key 'categorical[0].a' appears twice"),
+    ],
+)
+def test_duplicate_keys_are_refused_at_any_level(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value).startswith(f"config file {path}: ")
+    assert message in str(refused.value)
+
+
+def test_keys_equal_once_read_are_duplicates(tmp_path):
+    # `yes` and `true` are both the boolean true to YAML 1.1.
+    with pytest.raises(ConfigError, match=r"key 'original.options.True' appears twice \(lines 3 and 3\)"):
+        load_config(write(tmp_path, with_options("{yes: 1, true: 2}")))
+
+
+def test_a_merge_key_is_not_a_duplicate(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + "results: {<<: {database: a}, database: b}\n"))
+    assert config.results.database == "b"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        with_options("{a: &p x, b: *p}"),
+        MINIMAL + "exclude: &x [a]\n",
+        # "billion laughs": a few hundred bytes that expand to 9^10 strings
+        "dataset: bomb\noriginal:\n  options:\n" + "".join(
+            f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
+            for i in range(10)),
+    ],
+)
+def test_anchors_and_aliases_are_refused(tmp_path, text):
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"config file .*job\.yaml: YAML anchors and aliases .* are not accepted \(line \d+\)"):
+        load_config(write(tmp_path, text))
+    assert time.monotonic() - started < 5
+
+
+def test_nesting_is_bounded(tmp_path):
+    # 32 levels (the top-level mapping is the first) load; 33 do not, nor 5000.
+    deep = with_options("{a: " + "[" * 29 + "]" * 29 + "}")
+    assert load_config(write(tmp_path, deep)).original.options == {"a": eval("[" * 29 + "]" * 29)}
+    for levels in (30, 5000):
+        deeper = with_options("{a: " + "[" * levels + "]" * levels + "}")
+        with pytest.raises(ConfigError, match=rf"job\.yaml: mappings and lists nested deeper than {MAX_DEPTH} levels \(line 3\)"):
+            load_config(write(tmp_path, deeper))
+
+
+def test_size_is_bounded(tmp_path):
+    path = write(tmp_path, MINIMAL + "#" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigError, match=rf"config file .*job\.yaml is larger than {MAX_CONFIG_BYTES} bytes"):
+        load_config(path)
+    # just below the limit still loads
+    load_config(write(tmp_path, MINIMAL + "#" * (MAX_CONFIG_BYTES - len(MINIMAL) - 10) + "\n"))
+
+
+def test_values_python_cannot_convert_are_errors_with_a_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"job\.yaml: number too long \(line 7\)"):
+        load_config(write(tmp_path, MINIMAL + "    target: " + "9" * 5000 + "\n"))
+    with pytest.raises(ConfigError, match=r"job\.yaml: not a valid date or time \(line 1\)"):
+        load_config(write(tmp_path, "dataset: 2024-13-45\n" + MINIMAL.replace("dataset: demo\n", "")))
+
+
+def test_only_regular_files_are_read(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file .* is a directory, not a regular file"):
+        load_config(tmp_path)
+    with pytest.raises(ConfigError, match=r"config file /dev/zero is a device, not a regular file"):
+        load_config("/dev/zero")
+    # The existing messages for a missing file are unchanged.
+    with pytest.raises(ConfigError, match=r"cannot read config file .*absent\.yaml: No such file or directory"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(fifo)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # unblock the reader before failing
+        with open(fifo, "w"):
+            pass
+        pytest.fail("load_config blocked on a FIFO")
+    assert len(outcome) == 1 and isinstance(outcome[0], ConfigError)
+    assert str(outcome[0]) == f"config file {fifo} is a named pipe, not a regular file"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("metrics={row_direct_match: {}, row_direct_match: {target: 1}}",
+         "--set metrics: key 'row_direct_match' appears twice (lines 1 and 1)"),
+        ("original.options={a: &a [x, x], b: [*a, *a]}",
+         "--set original.options: YAML anchors and aliases (&name, *name) are not accepted (line 1)"),
+        ("original.options.x=" + "[" * 5000 + "]" * 5000,
+         "--set original.options.x: mappings and lists nested deeper than 32 levels (line 1)"),
+        # the dotted key counts: 3 levels of key (top level included) + 30 of value
+        ("original.options.x=" + "[" * 30 + "]" * 30,
+         "--set original.options.x: mappings and lists nested deeper than 32 levels"),
+        ("original." + ".".join(["a"] * 40) + "=1", "the key is nested deeper than 32 levels"),
+        ("original.options.x=" + "a" * (MAX_CONFIG_BYTES + 1), f"the value is larger than {MAX_CONFIG_BYTES} bytes"),
+        ("metrics.row_direct_match.target=" + "9" * 5000, "--set metrics.row_direct_match.target: number too long"),
+    ],
+)
+def test_overrides_have_the_same_limits(tmp_path, override, message):
+    path = write(tmp_path, MINIMAL)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path, [override])
+
+
+def test_overrides_within_the_limits_load(tmp_path):
+    path = write(tmp_path, MINIMAL)
+    config = load_config(path, ["original.options.x=" + "[" * 29 + "]" * 29])
+    assert config.original.options["x"] == eval("[" * 29 + "]" * 29)
