@@ -421,7 +421,7 @@ def test_one_row_tables(spark, seeded):
 def test_run_id_escaping_matches_spark(spark):
     """The job checks a run id's folder name before Spark starts, with its own copy of
     Spark's escaping: it must agree with Spark's, character for character."""
-    from privacy_eval.cli import partition_folder_name
+    from privacy_eval.results import partition_folder_name
 
     utils = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     odd = [chr(c) for c in range(1, 0x80)] + ["\u00e9", "\u00a0", "\u20ac", "\u4e2d", "\U0001f600", "\u0085"]
