@@ -39,10 +39,10 @@ def test_task_retries_change_no_figure(tmp_path):
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
-        # Workers and the fault daemon import tests.faults from the project folder.
+        # Workers and the fault daemon import tests.support.faults from the project folder.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    code = f"from tests.test_task_retry import child; child({str(out)!r}, {str(markers)!r})"
+    code = f"from tests.spark.test_task_retry import child; child({str(out)!r}, {str(markers)!r})"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -75,11 +75,11 @@ def child(out: str, markers: str) -> None:
     from privacy_eval import evaluation
     from privacy_eval.config import load_config
     from privacy_eval.session import build_session
-    from tests.faults import FAULTS, flaky
+    from tests.support.faults import FAULTS, flaky
 
     spark = build_session("task-retry", {
         "spark.master": "local[2,4]",
-        "spark.python.daemon.module": "tests.faults",
+        "spark.python.daemon.module": "tests.support.faults",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",

@@ -11,7 +11,7 @@ Armed points:
   stage that reads it fails once: shuffle-map stages (the linkage's statistics
   aggregation and its block shuffle among them) and result stages.
 * inside the linkage's own Python passes over blocks, when this module is PySpark's
-  daemon (`spark.python.daemon.module=tests.faults`): every forked worker wraps kernel
+  daemon (`spark.python.daemon.module=tests.support.faults`): every forked worker wraps kernel
   functions that only those passes call on executors: `min_abs_diff_sorted` (the
   weighted-scaling `mapInArrow`) and `evaluate_block_bruteforce` (the scoring
   `mapInArrow`).
