@@ -1,6 +1,8 @@
 """Benchmark: the three exact metrics in Spark, DuckDB and pandas on the same data.
 
     scripts/bench --rows 1000000 [--seed 0] [--data bench-data] [--master local[2]]
+    scripts/bench --linkage --rows N      the linkage attack against numpy + cKDTree
+    scripts/bench --distance --rows N     the distance metrics against numpy + cKDTree (bench_distance.py)
 
 Generates a seeded original/synthetic pair with tests/support/datagen.py (the property test's
 generator), writes it as Parquet, then times, in this one run:
@@ -310,11 +312,20 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-pandas", action="store_true", help="leave out the pandas reference")
     parser.add_argument("--linkage", action="store_true", help="benchmark the linkage attack instead")
+    parser.add_argument("--distance", action="store_true", help="benchmark the distance metrics instead")
+    parser.add_argument("--no-repeat", action="store_true", help="--distance: leave out the repeated Spark run")
+    parser.add_argument("--profile", action="store_true", help="--distance: also time the Spark steps one by one")
+    parser.add_argument("--redraw", type=float, default=0.0, help="--distance: share of synthetic records with a redrawn category")
     args = parser.parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("privacy_eval").setLevel(logging.INFO)
 
+    if args.distance:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import bench_distance
+
+        return bench_distance.main_distance(args, PeakMemory, timed)
     (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data)))
     print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
     if args.linkage:

@@ -181,8 +181,7 @@ def _summary(dataset: str, run_id: str, metrics: Sequence) -> str:
         if m.target is None:
             verdict = "no target"
         else:
-            op = ">=" if m.unit == "percent" else "<="
-            verdict = f"target {op} {m.target:g}  " + {True: "PASS", False: "FAIL", None: m.status.upper()}[m.passed]
+            verdict = f"target {m.target_text(ascii=True)}  " + {True: "PASS", False: "FAIL", None: m.status.upper()}[m.passed]
         lines.append(f"  {m.metric:<{width}}  {value}  {verdict}")
     return "\n".join(lines)
 

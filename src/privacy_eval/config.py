@@ -12,7 +12,7 @@ and rules that span mappings in `Config.__post_init__`. Checks against the data 
 metrics' own (`privacy_eval.metrics`, each metric's `check`).
 
 The YAML itself, of the file and of every `--set` value, goes through a loader with
-limits (`_StrictLoader`, `MAX_CONFIG_BYTES`, `MAX_DEPTH`): a key given twice, anchors and
+limits (yamlfile.py: `MAX_CONFIG_BYTES`, `MAX_DEPTH`): a key given twice, anchors and
 aliases, deep nesting and oversized or special files are refused before any work.
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
-import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -33,17 +33,13 @@ from typing import Any, Literal, Union
 import yaml
 
 from privacy_eval.errors import ConfigError
+from privacy_eval.yamlfile import MAX_CONFIG_BYTES, MAX_DEPTH, Refused, join_key, load_yaml, nesting, read_config_bytes
 
 POSITION_KEY = "@position"
 DEFAULT_TOLERANCE = 1.4901161193847656e-08  # sqrt(double eps), as the reference package
 FORMATS = ("csv", "parquet", "json", "orc")
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# What the loader accepts (docs/interface.md, "Configuration keys"): a job configuration
-# is a few kilobytes of plain mappings and lists, so anything far beyond is refused
-# before it can cost time or memory.
-MAX_CONFIG_BYTES = 128 * 1024  # the file, and each `--set` value (parsing 128 KiB takes ~1 s)
-MAX_DEPTH = 32  # nested mappings and lists, the top-level mapping counting as 1
 
 
 @dataclass(frozen=True)
@@ -167,6 +163,105 @@ class LinkageConfig:
             _fail_unless(0 <= self.target <= 1, key + "target", "must lie in 0..1 (a success rate)")
 
 
+def _check_target(key: str, target: Any, low: float, high: float, rule: str) -> None:
+    """A target, when it is a number, is finite and lies in low..high."""
+    if _is_number(target):
+        _fail_unless(math.isfinite(target) and low <= target <= high, key, rule)
+
+
+@dataclass(frozen=True)
+class HiddenRateConfig:
+    target: float | None = 90.0     # percent: passes at value >= target
+
+    def __post_init__(self) -> None:
+        _check_percent_target("distance.hidden_rate", self.target)
+
+
+@dataclass(frozen=True)
+class LocalCloakingConfig:
+    target: float | None = 5.0      # records: passes at value >= target
+    cap: int = 1000                 # each record's count is exact up to this many
+
+    def __post_init__(self) -> None:
+        key = "metrics.distance.local_cloaking."
+        _check_target(key + "target", self.target, 0, math.inf, "must be a finite number >= 0 (records)")
+        _check_number(key + "cap", self.cap, whole=True)
+        _fail_unless(self.cap >= 1, key + "cap", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class DistanceToClosestRecordConfig:
+    target: float | None = None     # a distance in the projected space: passes at value >= target
+
+    def __post_init__(self) -> None:
+        _check_target("metrics.distance.distance_to_closest_record.target", self.target, 0, math.inf,
+                      "must be a finite number >= 0 (a distance)")
+
+
+@dataclass(frozen=True)
+class NearestNeighbourDistanceRatioConfig:
+    target: float | None = None     # a ratio d1/d2: passes at value >= target
+
+    def __post_init__(self) -> None:
+        _check_target("metrics.distance.nearest_neighbour_distance_ratio.target", self.target, 0, 1,
+                      "must lie in 0..1 (a distance ratio)")
+
+
+@dataclass(frozen=True)
+class HoldoutDistanceShareConfig:
+    target: float | None = None     # upper bound on share - expected: passes at share - expected <= target
+
+    def __post_init__(self) -> None:
+        _check_target("metrics.distance.holdout_distance_share.target", self.target, -1, 1,
+                      "must lie in -1..1 (an upper bound on share - expected)")
+
+
+#: The sub-metrics of `metrics.distance`, in the order of their results rows.
+DISTANCE_SUB_METRICS = (
+    "hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio",
+    "holdout_distance_share",
+)
+_COMPONENTS_RULE = "a whole number >= 1 or 'all'"
+
+
+@dataclass(frozen=True)
+class DistanceConfig:
+    """The distance-based metrics. A sub-metric runs when its key is present; when none
+    is (an empty `distance:`), every one the inputs allow runs with its defaults."""
+
+    columns: list[str] | None = None                # None: every compared column
+    components: int | Literal["all"] = field(default=5, metadata={"expects": _COMPONENTS_RULE})
+    hidden_rate: HiddenRateConfig | None = None
+    local_cloaking: LocalCloakingConfig | None = None
+    distance_to_closest_record: DistanceToClosestRecordConfig | None = None
+    nearest_neighbour_distance_ratio: NearestNeighbourDistanceRatioConfig | None = None
+    holdout_distance_share: HoldoutDistanceShareConfig | None = None
+
+    def __post_init__(self) -> None:
+        key = "metrics.distance."
+        if self.columns is not None:
+            _fail_unless(bool(self.columns), key + "columns", "must not be empty (leave it out for every compared column)")
+            _check_distinct(key + "columns", self.columns)
+        components = self.components
+        whole = _is_number(components) and isinstance(components, int) and components >= 1
+        _fail_unless(whole or components == "all", key + "components",
+                     f"must be {_COMPONENTS_RULE}, got {_shown(components)}")
+
+    def selected(self, has_holdout: bool) -> dict[str, Any]:
+        """Sub-metric key -> its configuration, in DISTANCE_SUB_METRICS order: the ones
+        given; when none is, every sub-metric with its defaults, holdout_distance_share
+        only when `has_holdout` (a configuration with a `holdout` table)."""
+        given = {key: getattr(self, key) for key in DISTANCE_SUB_METRICS if getattr(self, key) is not None}
+        if given:
+            return given
+        hints = typing.get_type_hints(DistanceConfig)
+        return {
+            key: _optional_member(hints[key])()
+            for key in DISTANCE_SUB_METRICS
+            if has_holdout or key != "holdout_distance_share"
+        }
+
+
 @dataclass(frozen=True)
 class MetricsConfig:
     """A metric runs when its key is present (an empty mapping takes the defaults)."""
@@ -175,6 +270,7 @@ class MetricsConfig:
     column_direct_match: ColumnDirectMatchConfig | None = None
     knowledge_protection: KnowledgeProtectionConfig | None = None
     linkage: LinkageConfig | None = None
+    distance: DistanceConfig | None = None
 
     def __post_init__(self) -> None:
         configured = any(getattr(self, f.name) is not None for f in dataclasses.fields(self))
@@ -207,20 +303,36 @@ class Config:
     # "string") to cast a column to on both sides, for columns whose types differ.
     cast: dict[str, str] = field(default_factory=dict)
     results: ResultsConfig = field(default_factory=ResultsConfig)
+    # Original records the generator never saw (for metrics.distance.holdout_distance_share).
+    # Last, so that positional construction written before it still works.
+    holdout: Source | None = None
 
     def __post_init__(self) -> None:
         """The rules on the top-level keys, and those that span mappings."""
         _fail_unless(bool(self.dataset.strip()), "dataset", "must not be empty")
-        for side in ("original", "synthetic"):
-            source: Source = getattr(self, side)
+        for side in ("original", "synthetic", "holdout"):
+            source: Source | None = getattr(self, side)
+            if source is None and side == "holdout":
+                continue
             one = (source.path is None) != (source.table is None)
             _fail_unless(one, side, "needs exactly one of 'path' or 'table'")
         _fail_unless(bool(self.row_key), "row_key", "must not be empty")
         for key in ("exclude", "categorical"):
             _check_distinct(key, getattr(self, key))
+        distance = getattr(self.metrics, "distance", None)
+        if getattr(distance, "holdout_distance_share", None) is not None:
+            _fail_unless(self.holdout is not None, "metrics.distance.holdout_distance_share",
+                         "needs a 'holdout' table (original records the generator never saw)")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        # Keys added after the first release are left out while unset, so that a
+        # configuration that does not use them keeps its config_sha256.
+        if data["holdout"] is None:
+            del data["holdout"]
+        if data["metrics"]["distance"] is None:
+            del data["metrics"]["distance"]
+        return data
 
     def sha256(self) -> str:
         """Hash of the effective configuration, recorded with every result row."""
@@ -241,7 +353,7 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
     current directory, like any other command-line path.
     """
     config_path = Path(path)
-    data = _read_config_bytes(config_path)
+    data = read_config_bytes(config_path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -249,8 +361,8 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
             f"config file {config_path} is not UTF-8 text (byte offset {exc.start})"
         ) from None
     try:
-        raw = _load_yaml(text)
-    except _Refused as exc:
+        raw = load_yaml(text)
+    except Refused as exc:
         raise ConfigError(f"config file {config_path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -266,162 +378,23 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
     for override in overrides or []:
         _apply_override(raw, override)
 
-    for key in _METRIC_KEYS:
-        metrics = raw.get("metrics")
-        if isinstance(metrics, dict) and key in metrics and metrics[key] is None:
-            metrics[key] = {}
+    metrics = raw.get("metrics")
+    if isinstance(metrics, dict):
+        _none_to_mapping(metrics, _METRIC_KEYS)
+        if isinstance(metrics.get("distance"), dict):
+            _none_to_mapping(metrics["distance"], DISTANCE_SUB_METRICS)
     return _build(Config, raw, "")
 
 
-def _read_config_bytes(path: Path) -> bytes:
-    """The config file's bytes: a regular file of at most MAX_CONFIG_BYTES, read without
-    ever blocking (a FIFO, a terminal or /dev/zero is refused before it is opened)."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    _check_regular_file(path, info)
-    try:
-        # Non-blocking, in case the path was swapped for a FIFO since the stat above.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    try:
-        _check_regular_file(path, os.fstat(fd))
-        chunks, size = [], 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:  # grew since the stat
-        raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes")
-    return b"".join(chunks)
-
-
-def _check_regular_file(path: Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a named pipe" if stat.S_ISFIFO(info.st_mode)
-                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                else "a socket" if stat.S_ISSOCK(info.st_mode) else "a special file")
-        raise ConfigError(f"config file {path} is {kind}, not a regular file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes ({info.st_size} bytes)"
-        )
-
-
-class _Refused(yaml.YAMLError):
-    """YAML that is valid but that the job refuses: the message says what and where."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate keys, anchors and aliases, and nesting
-    deeper than MAX_DEPTH.
-
-    Duplicate keys: YAML loaders silently keep the last one, which can drop a whole
-    `metrics:` block. Aliases: a few hundred bytes of nested aliases expand to billions
-    of nodes ("billion laughs"), and a job configuration has no need for them. Depth:
-    the composer recurses once per level.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._paths: dict[int, str] = {}
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(
-                f"YAML anchors and aliases (&name, *name) are not accepted (line {event.start_mark.line + 1})"
-            )
-        if not isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            return super().compose_node(parent, index)
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _Refused(
-                    f"mappings and lists nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})"
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_document(self, node: Any) -> Any:
-        self._record_paths(node, "")
-        return super().construct_document(node)
-
-    def _record_paths(self, node: Any, path: str) -> None:
-        """The dotted key of every mapping, for the duplicate-key message (a tree: no aliases)."""
-        if isinstance(node, yaml.MappingNode):
-            self._paths[id(node)] = path
-            for key, value in node.value:
-                if key.tag == "tag:yaml.org,2002:merge":
-                    self._record_paths(value, path)
-                else:
-                    name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
-                    self._record_paths(value, _join(path, name))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._record_paths(item, f"{path}[{i}]")
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # a complex key is refused by the constructor itself
-                key = self.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    name = _join(self._paths.get(id(node), ""), str(key))
-                    raise _Refused(f"key '{name}' appears twice (lines {seen[key]} and {line})")
-                seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node: Any) -> Any:
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts
-            raise _Refused(f"number too long (line {node.start_mark.line + 1})") from None
-
-    def construct_yaml_timestamp(self, node: Any) -> Any:
-        try:
-            return super().construct_yaml_timestamp(node)
-        except (ValueError, OverflowError):  # 2024-13-45
-            raise _Refused(f"not a valid date or time (line {node.start_mark.line + 1})") from None
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
-
-
-def _load_yaml(text: str) -> Any:
-    """yaml.safe_load with the loader's limits (_StrictLoader)."""
-    loader = _StrictLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-def _depth(value: Any) -> int:
-    """How deeply mappings and lists nest in a loaded value (within MAX_DEPTH: no recursion risk)."""
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
+def _none_to_mapping(mapping: dict[str, Any], keys: Any) -> None:
+    """A (sub-)metric key without a value (`hidden_rate:`) runs it with its defaults."""
+    for key in keys:
+        if key in mapping and mapping[key] is None:
+            mapping[key] = {}
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
-    for side in ("original", "synthetic"):
+    for side in ("original", "synthetic", "holdout"):
         source = raw.get(side)
         if isinstance(source, dict) and isinstance(source.get("path"), str):
             source["path"] = _resolve(source["path"], base)
@@ -450,12 +423,12 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
     if len(value_text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
         raise ConfigError(f"--set {shown}: the value is larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        value = _load_yaml(value_text) if value_text else None
-    except _Refused as exc:
+        value = load_yaml(value_text) if value_text else None
+    except Refused as exc:
         raise ConfigError(f"--set {shown}: {exc}") from None
     except yaml.YAMLError:
         raise ConfigError(f"--set {key}: the value is not valid YAML") from None
-    if len(parts) + _depth(value) > MAX_DEPTH:
+    if len(parts) + nesting(value) > MAX_DEPTH:
         raise ConfigError(f"--set {shown}: mappings and lists nested deeper than {MAX_DEPTH} levels")
     node = raw
     for depth, part in enumerate(parts[:-1]):
@@ -491,18 +464,29 @@ def _build(cls: type, data: Any, where: str) -> Any:
             if no_default:
                 raise ConfigError(f"missing required key '{key}'")
             continue
-        values[name] = _coerce(hints[name], data[name], key)
+        values[name] = _coerce(hints[name], data[name], key, f.metadata.get("expects"))
     return cls(**values)
 
 
-def _coerce(tp: Any, value: Any, key: str) -> Any:
+def _coerce(tp: Any, value: Any, key: str, expects: str | None = None) -> Any:
+    """`value` as type `tp`, or a ConfigError naming `key`. A union takes the first of
+    its types that fits; when none does, the message says what the key expects (the
+    field's metadata "expects", or its types)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, key)
+        if len(inner) == 1:
+            return _coerce(inner[0], value, key)
+        for member in inner:
+            try:
+                return _coerce(member, value, key)
+            except ConfigError:
+                continue
+        wanted = expects or " or ".join(_describe(member) for member in inner)
+        raise ConfigError(f"key '{key}' must be {wanted}, got {_shown(value)}")
     if origin is Literal:
         _check_choice(key, value, args)
         return value
@@ -541,8 +525,33 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module
 
 
+def _optional_member(tp: Any) -> Any:
+    """X of `X | None`."""
+    return next(a for a in typing.get_args(tp) if a is not type(None))
+
+
+def _describe(tp: Any) -> str:
+    """What a value of type `tp` looks like, for the message of a union none of whose types fits."""
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(f"'{a}'" for a in typing.get_args(tp))
+    if dataclasses.is_dataclass(tp) or typing.get_origin(tp) is dict:
+        return "a mapping"
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}.get(
+        tp, "a list" if typing.get_origin(tp) is list else str(tp)
+    )
+
+
+def _shown(value: Any) -> str:
+    """A wrong scalar value as the message shows it; other values by their kind."""
+    if isinstance(value, str):
+        return f"'{value}'" if len(value) <= 40 else "a string"
+    if _is_number(value):
+        return repr(value)
+    return _type_name(value)
+
+
 def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
+    return join_key(where, name)
 
 
 def _type_name(value: Any) -> str:

@@ -13,6 +13,7 @@ runs each in registry order.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -69,6 +70,9 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
                    if not rereads_cheaply(source)],
             metrics=config.metrics,
         )
+        if config.holdout is not None:
+            holdout = read_table(spark, config.holdout, "holdout")
+            inputs = dataclasses.replace(inputs, holdout=holdout)
     log.info(
         "inputs: %d original rows, %d synthetic rows, %d compared columns",
         inputs.n_original, inputs.n_synthetic, len(inputs.columns),

@@ -68,6 +68,9 @@ class EvaluationInputs:
     # The configuration the two figures above were computed for (a metric uses them only
     # when its own configuration equals it); None without.
     prepared_for: Any = None
+    # An optional third table (`holdout`: original records the generator never saw), as
+    # read; only the distance metrics use it, and check its columns.
+    holdout: DataFrame | None = None
     # What is cached: the columns as read, under the typed projections above.
     cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
     # The alignment check, once run (see `alignment`).

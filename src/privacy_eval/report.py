@@ -34,6 +34,7 @@ import matplotlib.style
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from privacy_eval.metrics import REGISTRY
 from privacy_eval.results import ColumnRow, MetricRow
@@ -117,7 +118,7 @@ def _summary_table(metrics: Sequence[MetricRow]) -> list[str]:
             "|---|---:|---|---:|---|---|---:|"]
     for m in metrics:
         value = "undefined" if m.value is None else fmt(m.value, 3 if m.unit == "percent" else 4)
-        target = "none" if m.target is None else ("≥ " if m.unit == "percent" else "≤ ") + f"{m.target:g}"
+        target = "none" if m.target is None else m.target_text()
         ratio = "" if m.numerator is None or m.denominator is None else f"{m.numerator} / {m.denominator}"
         rows.append(f"| {code(m.metric)} | {value} | {_line(m.unit)} | {target} | {_verdict(m)} "
                     f"| {_line(m.status)} | {ratio} |")
@@ -214,12 +215,102 @@ def top_k_figure(path: Path, methods: Sequence[str], top_k: Sequence[Mapping[int
         _legend(fig, ax)
 
 
+def distance_closest_figure(
+    path: Path,
+    edges: Sequence[float],
+    counts: Sequence[int],
+    zeros: int,
+    dcr: float | None,
+    p05: float | None,
+    target: float | None,
+) -> None:
+    """Histogram of d1, each synthetic record's distance to its nearest original: the
+    records with d1 > 0 in their bins, and those with d1 = 0 as a bar of their own left
+    of the axis (a record that coincides with an original in the space)."""
+    total = zeros + sum(counts)
+    share = zeros / total if total else 0.0
+    top = float(edges[-1]) if edges else 0.0
+    width = top / len(counts) if counts and top > 0 else 1.0
+    title = "Distance to closest record: each synthetic record's distance to its nearest original"
+    with _figure(path, title) as (fig, ax):
+        if top > 0:
+            ax.bar([float(e) for e in edges[:-1]], list(counts), width=width, align="edge",
+                   color=_PASS_COLOUR, edgecolor="white", linewidth=0.5, label="d1 > 0")
+        zero = ax.bar([-1.5 * width], [zeros], width=width, color=_FAIL_COLOUR,
+                      label=f"d1 = 0: synthetic records that coincide with an original ({100 * share:.1f} %)")
+        ax.bar_label(zero, labels=[f"{zeros} ({100 * share:.1f} %)"], padding=2, fontsize=8, bbox=_LABEL_BOX)
+        ax.axvline(-0.5 * width, color="#8c8c8c", linewidth=0.8)  # the zero bar is apart, not a bin
+        for value, label, style in ((p05, "5 % quantile of d1", ":"), (dcr, "DCR (median of d1)", "-.")):
+            if value is not None:  # a statistic of 0 lies in the zero bar, not at the start of the bins
+                ax.axvline(value if value > 0 else -1.5 * width, color="#555555", linestyle=style, linewidth=1.2,
+                           label=f"{label} = {fmt(value)}")
+        if target is not None:
+            ax.axvline(target, color=_TARGET_COLOUR, linestyle="--", linewidth=1.5, label=f"target ≥ {target:g}")
+        right = max(top, target or 0.0, dcr or 0.0, width)
+        ticks = [t for t in MaxNLocator(nbins=8).tick_values(0.0, right) if 0.0 <= t <= right * 1.0001]
+        ax.set_xticks([-1.5 * width, *ticks], ["= 0", *(f"{t:g}" for t in ticks)])
+        ax.set_xlim(-2.5 * width, right + width)
+        peak = max([zeros, *counts, 1])
+        ax.set_ylim(0, peak * 1.15)  # room for the zero bar's label
+        ax.set_xlabel("d1: distance to the nearest original, in the space of the distance metrics")
+        ax.set_ylabel("synthetic records")
+        _legend_rows(fig, ax)
+
+
+def local_cloaking_figure(
+    path: Path,
+    edges: Sequence[int],
+    counts: Sequence[int],
+    cap: int | None,
+    capped: int,
+    median: float | None,
+    target: float | None,
+    note: str | None = None,
+) -> None:
+    """Histogram of LC_i, per paired original the synthetic records at least as close
+    to it as its own synthetic record (counted up to `cap`), bins [lo, hi)."""
+    lows = [int(e) for e in edges[:-1]]
+    widths = [int(b) - int(a) for a, b in zip(edges[:-1], edges[1:])]
+    has_cap = cap is not None and capped > 0
+    colours = [_FAIL_COLOUR if has_cap and lo <= cap < lo + w else _PASS_COLOUR for lo, w in zip(lows, widths)]
+    title = "Local cloaking: synthetic records at least as close to an original as its own"
+    if note:
+        title += f" ({note})"
+    with _figure(path, title) as (fig, ax):
+        bars = ax.bar(lows, list(counts), width=widths, align="edge", color=colours, edgecolor="white", linewidth=0.5)
+        if has_cap:  # the capped records' bin can be too low to see
+            ax.bar_label(bars, labels=[f"{capped} capped" if c == _FAIL_COLOUR else "" for c in colours],
+                         padding=2, fontsize=8)
+        extra = [Patch(color=_PASS_COLOUR, label="paired originals per bin [lo, hi)")]
+        if has_cap:
+            extra.append(Patch(color=_FAIL_COLOUR, label=f"bin holding the {capped} capped at {cap}"))
+        if median is not None:
+            bound = cap is not None and median >= cap  # at least half the records capped
+            label = f"local cloaking (median) ≥ {median:g}, a lower bound" if bound else f"local cloaking (median) = {median:g}"
+            ax.axvline(median, color="#555555", linestyle="-.", linewidth=1.2, label=label)
+        if target is not None:
+            ax.axvline(target, color=_TARGET_COLOUR, linestyle="--", linewidth=1.5, label=f"target ≥ {target:g}")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=10, integer=True))
+        right = max([int(edges[-1]) if edges else 1, int(target or 0) + 1, int(median or 0) + 1])
+        ax.set_xlim(0, right)
+        ax.set_ylim(0, max([*counts, 1]) * 1.1)
+        ax.set_xlabel("LC_i: other synthetic records closer to the original than its own, or tied with it")
+        ax.set_ylabel("paired originals")
+        _legend_rows(fig, ax, extra)
+
+
 def _method_label(name: str, row: MetricRow) -> str:
     lift = row.details.get("lift")
     note = f"lift {lift:.1f}×" if is_number(lift) else ""
     if row.status != "ok":
         note = _short(row.status.replace("_", " "))
     return f"{name}\n({note})" if note else name
+
+
+def _legend_rows(fig: Figure, ax: Axes, extra: Sequence[Patch] = ()) -> None:
+    """As `_legend`, two entries a row: the distance figures' labels are long."""
+    handles = [*extra, *ax.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
 
 
 def _legend(fig: Figure, ax: Axes, extra: Sequence[Patch] = ()) -> None:

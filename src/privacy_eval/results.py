@@ -69,6 +69,12 @@ COLUMN_PROTECTION_SCHEMA = T.StructType([
 # Statuses whose value cannot be checked against a target (value withheld, or 0 by construction).
 UNVERIFIABLE = ("misaligned", "not_measurable")
 
+# Units whose figure is a protection (higher is safer): they pass at value >= target. Every
+# other unit (`fraction`, a success or closeness rate) passes at value <= target.
+AT_LEAST_UNITS = ("percent", "records", "distance", "ratio")
+# The metric whose target bounds its excess over a baseline: passes at value - details["expected"] <= target.
+HOLDOUT_DISTANCE_SHARE = "holdout_distance_share"
+
 
 @dataclass(frozen=True)
 class MetricRow:
@@ -76,21 +82,48 @@ class MetricRow:
 
     metric: str
     value: float | None
-    unit: str                       # "percent" or "fraction"
+    unit: str                       # percent | fraction | records | distance | ratio
     target: float | None
     status: str = "ok"              # ok | undefined | not_measurable | misaligned
     numerator: int | None = None
     denominator: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.metric == HOLDOUT_DISTANCE_SHARE and self.value is not None and self.target is not None:
+            expected = self.details.get("expected")
+            if not isinstance(expected, (int, float)) or isinstance(expected, bool):
+                # A bug of the metric: without the baseline the row could not be judged.
+                raise ValueError(f"a {HOLDOUT_DISTANCE_SHARE} row with a value and a target needs details['expected']")
+
     @property
     def passed(self) -> bool | None:
-        """Protection (percent) passes at value >= target; success rates at value <= target."""
+        """Protections (units percent, records, distance, ratio) pass at value >= target;
+        rates (fraction) at value <= target; holdout_distance_share when its excess over
+        `details["expected"]` is at most the target."""
         if self.target is None or self.value is None or self.status != "ok":
             return None
-        if self.unit == "percent":
+        if self.metric == HOLDOUT_DISTANCE_SHARE:
+            # value <= expected + target, i.e. value - expected <= target (in this form a
+            # share of exactly expected + target, as written, passes)
+            return self.value <= self.details["expected"] + self.target
+        if self.unit in AT_LEAST_UNITS:
             return self.value >= self.target
         return self.value <= self.target
+
+    def target_text(self, ascii: bool = False) -> str | None:
+        """The comparison a value must meet, as shown to users: "≥ 90", "≤ 0.05",
+        "≤ expected + 0.02" (">=" and "<=" when `ascii`); None without a target."""
+        if self.target is None:
+            return None
+        at_least = self.unit in AT_LEAST_UNITS and self.metric != HOLDOUT_DISTANCE_SHARE
+        op = (">=" if at_least else "<=") if ascii else ("≥" if at_least else "≤")
+        if self.metric != HOLDOUT_DISTANCE_SHARE:
+            return f"{op} {self.target:g}"
+        sign = "-" if self.target < 0 else "+"
+        if not ascii and sign == "-":
+            sign = "−"
+        return f"{op} expected {sign} {abs(self.target):g}"
 
     @property
     def fails_gate(self) -> bool:

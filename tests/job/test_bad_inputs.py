@@ -71,7 +71,7 @@ def edited(frame: pd.DataFrame, **columns: Any) -> str:
     return to_csv(frame.assign(**columns))
 
 
-METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage")
+METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance")
 
 
 def only(metric: str, **settings: Any) -> dict[str, Any]:
@@ -174,6 +174,16 @@ CASES = [
     Case("linkage_unknown_cov_from", ("'metrics.linkage.cov_from'", "raw, anon, pooled"),
          {"metrics": {"linkage": {"cov_from": "both"}}}),
     Case("linkage_blocking_missing", ("linkage", "blocking", "'Group'"), {"metrics": {"linkage": {"blocking": ["Group"]}}}),
+    # --- distance metrics
+    Case("distance_unknown_column", ("'metrics.distance.columns'", "'Age'"), {"metrics": only("distance", columns=["Age"])}),
+    Case("distance_components_zero", ("'metrics.distance.components'", "got 0"),
+         {"metrics": {"distance": {"components": 0}}}),
+    Case("distance_holdout_share_without_holdout", ("'metrics.distance.holdout_distance_share'", "holdout"),
+         {"metrics": {"distance": {"holdout_distance_share": {}}}}),
+    Case("distance_holdout_missing_column", ("holdout", "'city'", "missing"),
+         {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": to_csv(O.drop(columns=["id", "city"]))}),
+    Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "numeric"),
+         {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": edited(O, age="old")}),
     # --- the config file's limits (hardening, round 2)
     Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
     Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),

@@ -41,7 +41,7 @@ def test_examples_land_in_the_results_tables(tmp_path):
     for row in tables["metric_results"]:
         runs.setdefault(row["run_id"], []).append(row)
     assert set(runs) == {"r1", airflow_id}
-    assert len(runs["r1"]) == 6 and len(runs[airflow_id]) == 6
+    assert len(runs["r1"]) == 10 and len(runs[airflow_id]) == 6  # wbcd: the 4 distance rows too
     columns = {}
     for row in tables["column_protection"]:
         columns.setdefault(row["run_id"], []).append(row)
@@ -79,5 +79,5 @@ def test_configuration_errors_exit_2_without_a_jvm(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: unknown key 'metrics.row_direct_macth' (allowed here: column_direct_match, "
-        "knowledge_protection, linkage, row_direct_match)"
+        "distance, knowledge_protection, linkage, row_direct_match)"
     ]

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from privacy_eval import metrics as metrics_package
 from privacy_eval.config import (
     ColumnDirectMatchConfig,
+    DistanceConfig,
     KnowledgeProtectionConfig,
     LinkageConfig,
     MetricsConfig,
@@ -41,7 +42,7 @@ def test_registry_keys_are_the_metrics_config_fields_in_order():
     assert [m.key for m in REGISTRY] == [f.name for f in dataclasses.fields(MetricsConfig)]
     full = MetricsConfig(**{f.name: c for f, c in zip(dataclasses.fields(EXACT), (
         EXACT.row_direct_match, EXACT.column_direct_match, EXACT.knowledge_protection,
-        LinkageConfig(targets=["a"]),
+        LinkageConfig(targets=["a"]), DistanceConfig(),
     ))})
     assert [m.key for m, _ in configured(full)] == [m.key for m in REGISTRY]
     assert [m.key for m, _ in configured(MetricsConfig(knowledge_protection=EXACT.knowledge_protection))] == [

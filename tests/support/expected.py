@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from tests.support import reference
+from tests.support.distance_oracle import distance_reference
 from tests.support.paths import DATA
 from tests.support.reference_linkage import linkage_reference
 
@@ -15,8 +16,12 @@ def expected_wbcd() -> dict:
     synthetic = pd.read_csv(DATA / "wbcd" / "avatar_k20.csv")
     targets = ["Clump_Thickness", "Uniformity_of_Cell_Size", "Uniformity_of_Cell_Shape", "Marginal_Adhesion",
                "Single_Epithelial_Cell_Size", "Bare_Nuclei", "Bland_Chromatin", "Normal_Nucleoli", "Mitoses"]
-    return expected_for(original, synthetic, ["Clump_Thickness", "Bare_Nuclei", "Class"],
-                        ["Clump_Thickness", "Bare_Nuclei"], targets, ["Class"])
+    expected = expected_for(original, synthetic, ["Clump_Thickness", "Bare_Nuclei", "Class"],
+                            ["Clump_Thickness", "Bare_Nuclei"], targets, ["Class"])
+    # The example runs `distance: {}`: every sub-metric but the holdout share, 5 components.
+    expected["distance"] = distance_reference(original, synthetic, columns=list(synthetic.columns),
+                                              categorical=["Class"], components=5)
+    return expected
 
 
 def expected_aids() -> dict:
@@ -43,11 +48,21 @@ def expected_for(original, synthetic, known, numeric, targets, blocking) -> dict
     }
 
 
+# The distance rows of a run and the oracle's names of their values.
+DISTANCE_FIGURES = {"hidden_rate": "hidden_rate", "local_cloaking": "local_cloaking",
+                    "distance_to_closest_record": "dcr", "nearest_neighbour_distance_ratio": "nndr"}
+
+
 def check_run(rows: list[dict], columns: list[dict], expected: dict) -> None:
     by_metric = {r["metric"]: r for r in rows}
     linkage = expected.pop("linkage")
-    assert set(by_metric) == set(expected) | {
-        "linkage_success_rate", "linkage_success_rate_mahalanobis", "linkage_success_rate_weighted"}
+    distance = expected.pop("distance", None)
+    names = {f"linkage_success_rate{suffix}" for suffix in ("", "_mahalanobis", "_weighted")}
+    if distance is not None:
+        names |= set(DISTANCE_FIGURES)
+        for metric, figure in DISTANCE_FIGURES.items():
+            assert by_metric[metric]["value"] == pytest.approx(distance[figure], rel=1e-12, abs=1e-12), metric
+    assert set(by_metric) == set(expected) | names
     for method, success in linkage.items():
         row = by_metric[f"linkage_success_rate_{method}"]
         assert row["value"] == pytest.approx(success, abs=1e-12), method

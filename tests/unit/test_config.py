@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 import re
 import textwrap
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -14,13 +18,22 @@ import yaml
 
 from privacy_eval.config import (
     DEFAULT_TOLERANCE,
+    DISTANCE_SUB_METRICS,
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
+    Config,
+    DistanceConfig,
+    DistanceToClosestRecordConfig,
+    HiddenRateConfig,
+    HoldoutDistanceShareConfig,
     KnowledgeProtectionConfig,
     LinkageConfig,
+    LocalCloakingConfig,
     MetricsConfig,
+    NearestNeighbourDistanceRatioConfig,
     ResultsConfig,
     RowDirectMatchConfig,
+    Source,
     load_config,
 )
 from privacy_eval.errors import ConfigError
@@ -342,3 +355,266 @@ def test_overrides_within_the_limits_load(tmp_path):
     path = write(tmp_path, MINIMAL)
     config = load_config(path, ["original.options.x=" + "[" * 29 + "]" * 29])
     assert config.original.options["x"] == eval("[" * 29 + "]" * 29)
+
+
+# --------------------------------------------------------------------------
+# the distance-based metrics (metrics.distance) and the holdout table
+# --------------------------------------------------------------------------
+
+ALL_BUT_HOLDOUT = list(DISTANCE_SUB_METRICS[:-1])
+
+
+def distance_yaml(tmp_path: Path, body: str = "", holdout: bool = False) -> Path:
+    """MINIMAL with `distance:` (YAML lines of its body, indented by 4) and optionally a holdout."""
+    text = MINIMAL + "  distance:\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    if holdout:
+        text += "holdout: {path: data/h.csv}\n"
+    return write(tmp_path, text)
+
+
+def test_distance_defaults():
+    config = DistanceConfig()
+    assert config.columns is None and config.components == 5
+    assert HiddenRateConfig().target == 90.0
+    assert LocalCloakingConfig().target == 5.0 and LocalCloakingConfig().cap == 1000
+    assert DistanceToClosestRecordConfig().target is None
+    assert NearestNeighbourDistanceRatioConfig().target is None
+    assert HoldoutDistanceShareConfig().target is None
+    assert MetricsConfig(distance=config).distance is config
+    assert DISTANCE_SUB_METRICS == ("hidden_rate", "local_cloaking", "distance_to_closest_record",
+                                    "nearest_neighbour_distance_ratio", "holdout_distance_share")
+
+
+def test_an_empty_distance_key_selects_every_sub_metric_the_inputs_allow(tmp_path):
+    without = load_config(distance_yaml(tmp_path))
+    assert without.holdout is None
+    assert without.metrics.distance == DistanceConfig()
+    selected = without.metrics.distance.selected(has_holdout=False)
+    assert list(selected) == ALL_BUT_HOLDOUT
+    assert selected == {
+        "hidden_rate": HiddenRateConfig(), "local_cloaking": LocalCloakingConfig(),
+        "distance_to_closest_record": DistanceToClosestRecordConfig(),
+        "nearest_neighbour_distance_ratio": NearestNeighbourDistanceRatioConfig(),
+    }
+    with_holdout = load_config(distance_yaml(tmp_path, holdout=True))
+    selected = with_holdout.metrics.distance.selected(has_holdout=with_holdout.holdout is not None)
+    assert list(selected) == list(DISTANCE_SUB_METRICS)
+    assert selected["holdout_distance_share"] == HoldoutDistanceShareConfig()
+
+
+def test_an_explicit_subset_runs_only_those_in_order(tmp_path):
+    path = distance_yaml(tmp_path, """\
+        columns: [a, b]
+        components: all
+        nearest_neighbour_distance_ratio: {target: 0.5}
+        hidden_rate:
+        local_cloaking: {cap: 50}
+        """, holdout=True)
+    distance = load_config(path).metrics.distance
+    assert distance.columns == ["a", "b"] and distance.components == "all"
+    for has_holdout in (True, False):  # the holdout share is not added when not asked for
+        assert distance.selected(has_holdout) == {
+            "hidden_rate": HiddenRateConfig(target=90.0),
+            "local_cloaking": LocalCloakingConfig(target=5.0, cap=50),
+            "nearest_neighbour_distance_ratio": NearestNeighbourDistanceRatioConfig(target=0.5),
+        }
+
+
+def test_each_sub_metric_key_without_a_value_takes_its_defaults(tmp_path):
+    body = "".join(f"{key}:\n" for key in DISTANCE_SUB_METRICS)
+    distance = load_config(distance_yaml(tmp_path, body, holdout=True)).metrics.distance
+    assert distance == DistanceConfig(
+        hidden_rate=HiddenRateConfig(), local_cloaking=LocalCloakingConfig(),
+        distance_to_closest_record=DistanceToClosestRecordConfig(),
+        nearest_neighbour_distance_ratio=NearestNeighbourDistanceRatioConfig(),
+        holdout_distance_share=HoldoutDistanceShareConfig(),
+    )
+
+
+def test_distance_alone_is_a_metric(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL.replace("row_direct_match:", "distance:")))
+    assert config.metrics.row_direct_match is None and config.metrics.distance == DistanceConfig()
+
+
+@pytest.mark.parametrize("value, expected", [("all", "all"), (7, 7), (1, 1), (10_000, 10_000)])
+def test_components_takes_a_whole_number_or_all(tmp_path, value, expected):
+    config = load_config(distance_yaml(tmp_path), [f"metrics.distance.components={value}"])
+    assert config.metrics.distance.components == expected
+    assert DistanceConfig(components=value).components == expected
+
+
+@pytest.mark.parametrize("text, value, shown", [
+    ("0", 0, "0"), ("-1", -1, "-1"), ("2.5", 2.5, "2.5"), ("five", "five", "'five'"), ("true", True, "a boolean"),
+    ("ALL", "ALL", "'ALL'"), ("5.0", 5.0, "5.0"), ("[all]", ["all"], "a list"), ("", None, "nothing (null)"),
+])
+def test_components_mistakes_name_the_key(tmp_path, text, value, shown):
+    message = f"key 'metrics.distance.components' must be a whole number >= 1 or 'all', got {shown}"
+    with pytest.raises(ConfigError) as from_yaml:
+        load_config(distance_yaml(tmp_path, f"components: {text}\n"))
+    with pytest.raises(ConfigError) as by_hand:
+        DistanceConfig(components=value)
+    assert str(from_yaml.value) == str(by_hand.value) == message
+
+
+D = "metrics.distance."
+
+
+# Each rule of metrics.distance and holdout: the YAML file's error, the same for a
+# configuration built by hand.
+@pytest.mark.parametrize(
+    "build, distance, message",
+    [
+        (lambda: DistanceConfig(columns=[]), {"columns": []},
+         f"key '{D}columns' must not be empty (leave it out for every compared column)"),
+        (lambda: DistanceConfig(columns=["a", "b", "a"]), {"columns": ["a", "b", "a"]}, f"key '{D}columns' lists a column twice"),
+        (lambda: HiddenRateConfig(target=101.0), {"hidden_rate": {"target": 101}},
+         f"key '{D}hidden_rate.target' must lie in 0..100 (percent)"),
+        (lambda: HiddenRateConfig(target=-0.5), {"hidden_rate": {"target": -0.5}},
+         f"key '{D}hidden_rate.target' must lie in 0..100 (percent)"),
+        (lambda: LocalCloakingConfig(target=-1.0), {"local_cloaking": {"target": -1}},
+         f"key '{D}local_cloaking.target' must be a finite number >= 0 (records)"),
+        (lambda: LocalCloakingConfig(target=float("inf")), {"local_cloaking": {"target": float("inf")}},
+         f"key '{D}local_cloaking.target' must be a finite number >= 0 (records)"),
+        (lambda: LocalCloakingConfig(cap=0), {"local_cloaking": {"cap": 0}}, f"key '{D}local_cloaking.cap' must be at least 1"),
+        (lambda: LocalCloakingConfig(cap=2.5), {"local_cloaking": {"cap": 2.5}},
+         f"key '{D}local_cloaking.cap' must be a whole number, got a number"),
+        (lambda: LocalCloakingConfig(cap=True), {"local_cloaking": {"cap": True}},
+         f"key '{D}local_cloaking.cap' must be a whole number, got a boolean"),
+        (lambda: DistanceToClosestRecordConfig(target=-0.1), {"distance_to_closest_record": {"target": -0.1}},
+         f"key '{D}distance_to_closest_record.target' must be a finite number >= 0 (a distance)"),
+        (lambda: DistanceToClosestRecordConfig(target=float("nan")), {"distance_to_closest_record": {"target": float("nan")}},
+         f"key '{D}distance_to_closest_record.target' must be a finite number >= 0 (a distance)"),
+        (lambda: NearestNeighbourDistanceRatioConfig(target=1.5), {"nearest_neighbour_distance_ratio": {"target": 1.5}},
+         f"key '{D}nearest_neighbour_distance_ratio.target' must lie in 0..1 (a distance ratio)"),
+        (lambda: HoldoutDistanceShareConfig(target=-1.5), {"holdout_distance_share": {"target": -1.5}},
+         f"key '{D}holdout_distance_share.target' must lie in -1..1 (an upper bound on share - expected)"),
+        (lambda: HoldoutDistanceShareConfig(target=2.0), {"holdout_distance_share": {"target": 2}},
+         f"key '{D}holdout_distance_share.target' must lie in -1..1 (an upper bound on share - expected)"),
+    ],
+)
+def test_distance_mistakes_name_the_key(tmp_path, build, distance, message):
+    with pytest.raises(ConfigError) as by_hand:
+        build()
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "holdout": {"path": "h.csv"}, "metrics": {"distance": distance}}))
+    with pytest.raises(ConfigError) as from_yaml:
+        load_config(path)
+    assert str(by_hand.value) == str(from_yaml.value) == message
+
+
+@pytest.mark.parametrize(
+    "distance, message",
+    [
+        ({"hidden_rate": {"target": "high"}}, f"key '{D}hidden_rate.target' must be a number, got a string"),
+        ({"local_cloaking": {"capp": 10}}, f"unknown key '{D}local_cloaking.capp'"),
+        ({"hiden_rate": {}}, f"unknown key '{D}hiden_rate'"),
+        ({"columns": "a"}, f"key '{D}columns' must be a list, got a string"),
+        ({"hidden_rate": 90}, f"{D}hidden_rate must be a mapping, got a number"),
+        ({"distance_to_closest_record": {"target": True}},
+         f"key '{D}distance_to_closest_record.target' must be a number, got a boolean"),
+    ],
+)
+def test_distance_type_mistakes_name_the_key(tmp_path, distance, message):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "metrics": {"distance": distance}}))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_targets_within_their_ranges_and_null_load(tmp_path):
+    path = distance_yaml(tmp_path, """\
+        hidden_rate: {target: null}
+        local_cloaking: {target: 0, cap: 1}
+        distance_to_closest_record: {target: 0.25}
+        nearest_neighbour_distance_ratio: {target: 1}
+        holdout_distance_share: {target: -0.05}
+        """, holdout=True)
+    distance = load_config(path).metrics.distance
+    assert distance.hidden_rate.target is None
+    assert distance.local_cloaking == LocalCloakingConfig(target=0.0, cap=1)
+    assert distance.distance_to_closest_record.target == 0.25
+    assert distance.nearest_neighbour_distance_ratio.target == 1.0
+    assert distance.holdout_distance_share.target == -0.05
+
+
+def test_holdout_path_resolves_against_the_config_file(tmp_path):
+    config = load_config(distance_yaml(tmp_path, holdout=True))
+    assert config.holdout == Source(path=str(tmp_path / "conf" / "data" / "h.csv"))
+    absolute = load_config(write(tmp_path, MINIMAL + "holdout: {path: /data/h.parquet, format: parquet}\n"))
+    assert absolute.holdout == Source(path="/data/h.parquet", format="parquet")
+    table = load_config(write(tmp_path, MINIMAL + "holdout: {table: db.holdout}\n"))
+    assert table.holdout == Source(table="db.holdout")
+    assert load_config(write(tmp_path, MINIMAL + "holdout:\n")).holdout is None
+
+
+def test_holdout_path_can_be_set_on_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(distance_yaml(tmp_path), ["holdout.path=h.csv", "metrics.distance.holdout_distance_share.target=0.02"])
+    assert config.holdout == Source(path=str(tmp_path / "h.csv"))
+    assert config.metrics.distance.holdout_distance_share == HoldoutDistanceShareConfig(target=0.02)
+    assert list(config.metrics.distance.selected(has_holdout=True)) == ["holdout_distance_share"]
+    assert load_config(distance_yaml(tmp_path), ["holdout.table=db.h"]).holdout == Source(table="db.h")
+
+
+@pytest.mark.parametrize("holdout, message", [
+    ({"path": "h.csv", "table": "db.h"}, "key 'holdout' needs exactly one of 'path' or 'table'"),
+    ({"format": "csv"}, "key 'holdout' needs exactly one of 'path' or 'table'"),
+    ({"path": "h.csv", "format": "xlsx"}, "key 'holdout.format' must be one of csv, parquet, json, orc, got 'xlsx'"),
+    ({"path": "h.csv", "colour": 1}, "unknown key 'holdout.colour'"),
+    ("h.csv", "holdout must be a mapping, got a string"),
+])
+def test_holdout_mistakes_name_the_key(tmp_path, holdout, message):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "holdout": holdout}))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_the_holdout_share_needs_a_holdout_table(tmp_path):
+    message = ("key 'metrics.distance.holdout_distance_share' needs a 'holdout' table "
+               "(original records the generator never saw)")
+    for body in ("holdout_distance_share:\n", "holdout_distance_share: {target: 0.02}\nhidden_rate:\n"):
+        with pytest.raises(ConfigError) as refused:
+            load_config(distance_yaml(tmp_path, body))
+        assert str(refused.value) == message
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(write(tmp_path, MINIMAL), ["metrics.distance.holdout_distance_share="])
+    metrics = MetricsConfig(distance=DistanceConfig(holdout_distance_share=HoldoutDistanceShareConfig()))
+    with pytest.raises(ConfigError) as by_hand:
+        Config(dataset="d", original=Source(path="o.csv"), synthetic=Source(path="s.csv"), metrics=metrics)
+    assert str(by_hand.value) == message
+    # with a holdout it loads, and an empty `distance:` without one leaves the share out
+    Config(dataset="d", original=Source(path="o.csv"), synthetic=Source(path="s.csv"), metrics=metrics,
+           holdout=Source(table="db.h"))
+
+
+def test_holdout_is_the_last_field_so_positional_construction_still_works():
+    config = Config("d", Source(path="o.csv"), Source(path="s.csv"), MetricsConfig(row_direct_match=RowDirectMatchConfig()),
+                    "id", [], [], {}, ResultsConfig())
+    assert config.holdout is None and config.row_key == "id"
+
+
+def test_config_hash_is_unchanged_for_configs_without_the_new_keys(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert "holdout" not in config.to_dict() and "distance" not in config.to_dict()["metrics"]
+    # The hash of MINIMAL before holdout and metrics.distance existed.
+    old = {k: v for k, v in dataclasses.asdict(config).items() if k != "holdout"}
+    del old["metrics"]["distance"]
+    canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    assert config.sha256() == hashlib.sha256(canonical.encode()).hexdigest()
+    with_distance = load_config(write(tmp_path, MINIMAL + "  distance:\n"))
+    assert with_distance.to_dict()["metrics"]["distance"]["components"] == 5
+    assert with_distance.sha256() != config.sha256()
+    with_holdout = load_config(write(tmp_path, MINIMAL + "holdout: {table: db.h}\n"))
+    assert with_holdout.to_dict()["holdout"]["table"] == "db.h" and with_holdout.sha256() != config.sha256()
+
+
+def test_every_distance_key_is_documented():
+    text = (ROOT / "docs" / "interface.md").read_text(encoding="utf-8")
+    keys = ["holdout", "metrics.distance.columns", "metrics.distance.components"]
+    for sub in DISTANCE_SUB_METRICS:
+        sub_config = typing.get_type_hints(DistanceConfig)[sub].__args__[0]
+        keys += [f"metrics.distance.{sub}.{f.name}" for f in dataclasses.fields(sub_config)]
+    for key in keys:
+        assert f"| `{key}` |" in text, key
+    assert "../" not in text  # the docs stand on their own

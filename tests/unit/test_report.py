@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import struct
 import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from privacy_eval import cli, report
-from privacy_eval.config import LinkageConfig
+from privacy_eval.alignment import AlignmentResult
+from privacy_eval.config import (
+    DistanceConfig,
+    DistanceToClosestRecordConfig,
+    LinkageConfig,
+    LocalCloakingConfig,
+    NearestNeighbourDistanceRatioConfig,
+)
+from privacy_eval.distance import CloakingFigures, ClosestFigures, DistanceResult, HoldoutFigures, Space
+from privacy_eval.distance.kernel import Scaling
 from privacy_eval.errors import UserError
 from privacy_eval.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
-from privacy_eval.metrics import REGISTRY, Shared, column_direct_match, linkage_success
+from privacy_eval.metrics import REGISTRY, Shared, column_direct_match, distance, distance_report, linkage_success
 from privacy_eval.metrics.column_direct_match import ColumnDirectMatchResult, ColumnProtection
 from privacy_eval.metrics.knowledge_protection import BinGrid, KnowledgeProtectionResult
 from privacy_eval.metrics.row_direct_match import RowDirectMatchResult
@@ -71,7 +82,61 @@ def _linkage(target: float | None) -> list[MetricRow]:
     return linkage_success.METRIC.rows(Shared(None, []), config, result)
 
 
-def _rows(linkage: bool = True, linkage_target: float | None = 0.07) -> tuple[list[MetricRow], list[ColumnRow]]:
+def _lc_histogram(values: dict[int, int], cap: int) -> dict[str, list]:
+    """Bins [lo, hi) of min(LC_i, cap), as the distance figures build them."""
+    from privacy_eval.distance.figures import _binned_counts
+
+    return _binned_counts(sorted((min(v, cap), c) for v, c in values.items()))
+
+
+def _distance_result(
+    *, cap: int = 1000, capped: int = 0, n_original: int = 683, holdout: bool = True, eigen_tie: bool = False,
+) -> DistanceResult:
+    """What distance_metrics returns for a WBCD-sized release: 683 paired records."""
+    scaling = Scaling(
+        numeric=tuple(f"x{i}" for i in range(9)), means=(3.0,) * 9, sds=(2.0,) * 9,
+        categorical=("Class",), modalities=(("2", "4"),), shares=((0.65, 0.35),),
+    )
+    space = Space(scaling, np.zeros((11, 5)), 0.8123, eigen_tie)
+    lc = {0: 45, 1: 60, 2: 50, 3: 40, 5: 30, 8: 100, 12: 200, 30: 100, 60: 58}  # 683 paired originals
+    if capped:
+        lc = {0: 45, 1: 60, 2: 50, 3: 40, 5: 30, 8: 683 - 225 - capped, cap: capped}
+    median = 12.0 if capped < 683 // 2 else float(cap)
+    cloaking = CloakingFigures(
+        n_paired=683, hits=47.5, unique_hits=44, hidden_rate=100 * (1 - 47.5 / 683), local_cloaking=median,
+        zero_share=45 / 683, p10=1, p50=int(median), p90=60, capped=capped, cap=cap, histogram=_lc_histogram(lc, cap),
+    )
+    two = n_original >= 2
+    closest = ClosestFigures(
+        n_synthetic=683, dcr=0.4134, zero_share=62 / 683, p05=0.0, nndr=0.6123 if two else None,
+        below_half_share=0.21 if two else None,
+        histogram={"edges": [0.1 * i for i in range(21)], "zeros": 62,
+                   "counts": [5, 30, 60, 80, 90, 85, 70, 50, 40, 30, 20, 15, 10, 8, 5, 3, 2, 1, 1, 1]},
+    )
+    imputed = {"original": 16, "synthetic": 0, **({"holdout": 2} if holdout else {})}
+    return DistanceResult(
+        space=space, imputed=imputed, n_original=n_original, n_synthetic=683, cloaking=cloaking, closest=closest,
+        holdout=HoldoutFigures(share=0.53, expected=0.5, n_holdout=683, closer=360, tied=4) if holdout else None,
+        warnings=("distance: eigenvalue tie",) if eigen_tie else (),
+    )
+
+
+def _misaligned() -> AlignmentResult:
+    return AlignmentResult(n_aligned=683, n_pairs=683, aligned_disagreement=0.5, random_disagreement=0.5,
+                           difference=0.0, z=0.4, n_columns=10, n_scaled_columns=9, seed=1, n_buckets=1)
+
+
+def _distance(config: DistanceConfig | None = None, *, holdout: bool = True, alignment: AlignmentResult | None = None,
+              **result: object) -> list[MetricRow]:
+    """The distance rows, built by the distance metric's own `rows`."""
+    shared = Shared(types.SimpleNamespace(holdout=object() if holdout else None), [])
+    shared.alignment = alignment
+    return distance.METRIC.rows(shared, config or DistanceConfig(), _distance_result(holdout=holdout, **result))
+
+
+def _rows(
+    linkage: bool = True, linkage_target: float | None = 0.07, with_distance: bool = False,
+) -> tuple[list[MetricRow], list[ColumnRow]]:
     rdm = RowDirectMatchResult(n_original=700, n_singletons=690, reproduced=46)
     cdm = ColumnDirectMatchResult(RANKING, n_original=700, n_paired=697, original_unpaired=3, synthetic_unpaired=3)
     kpr = KnowledgeProtectionResult(
@@ -88,6 +153,7 @@ def _rows(linkage: bool = True, linkage_target: float | None = 0.07) -> tuple[li
         MetricRow("knowledge_protection_rate", kpr.protection, "percent", 95.0,
                   numerator=kpr.exposed, denominator=700, details=kpr.details()),
         *(_linkage(linkage_target) if linkage else []),
+        *(_distance() if with_distance else []),
     ]
     columns = [
         ColumnRow(p.column, p.matches, p.distinct_synthetic, p.protection, rank, p.protection < 50.0)
@@ -109,7 +175,7 @@ def _summary_line(text: str, metric: str) -> str:
 
 
 def test_writes_report_and_valid_pngs_it_links(tmp_path):
-    text = _write(tmp_path, *_rows())
+    text = _write(tmp_path, *_rows(with_distance=True))
     for name in report.FIGURES:
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n", name
@@ -206,25 +272,32 @@ def test_prints_only_whitelisted_numbers(tmp_path):
 
 def test_whitelisted_keys_are_real_details_keys():
     # A renamed key would silently drop a figure from the report: fail here instead.
-    metrics, _ = _rows()
+    metrics, _ = _rows(with_distance=True)
     details = {m.metric: m.details for m in metrics}
     for metric, keys in report._DETAIL_KEYS.items():
         assert set(keys) <= set(details[metric]), metric
     method = details["linkage_success_rate_weighted"]
     assert set(linkage_success.METHOD_KEYS) <= set(method)
     assert set(linkage_success.SHARED_KEYS) <= set(method["shared"])
+    for group, keys in distance_report.GROUPS:
+        assert set(keys) <= set().union(*(details[name] for name in group)), group
+    assert set(distance_report.SPACE_KEYS) <= set(details["hidden_rate"]["space"])
 
 
 def test_sections_and_figures_come_from_the_registry_in_its_order():
-    assert [m.key for m in REGISTRY] == ["row_direct_match", "column_direct_match", "knowledge_protection", "linkage"]
-    assert report.FIGURES == ("column_protection.png", "linkage_success.png", "linkage_top_k.png")
+    assert [m.key for m in REGISTRY] == ["row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance"]
+    assert report.FIGURES == (
+        "column_protection.png", "linkage_success.png", "linkage_top_k.png", "distance_closest.png", "local_cloaking.png",
+    )
     assert list(report._DETAIL_KEYS) == [
         "row_direct_match_protection", "column_direct_match_protection", "knowledge_protection_rate",
+        "hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio",
+        "holdout_distance_share",
     ]
 
 
 def test_output_is_deterministic(tmp_path):
-    metrics, columns = _rows()
+    metrics, columns = _rows(with_distance=True)
     first, second = tmp_path / "a", tmp_path / "b"
     _write(first, metrics, columns)
     _write(second, metrics, columns)
@@ -245,3 +318,227 @@ def test_cli_takes_report_dir_and_checks_matplotlib_first(monkeypatch):
     monkeypatch.setitem(sys.modules, "privacy_eval.report", None)
     with pytest.raises(UserError, match="--report needs matplotlib"):
         cli._report_writer()
+
+
+# --------------------------------------------------------------------------
+# pass rules and the comparison shown, for every unit (docs/interface.md, metric_results)
+# --------------------------------------------------------------------------
+
+HOLDOUT = {"expected": 0.5}
+
+
+@pytest.mark.parametrize(
+    "metric, unit, target, below, at, above",
+    [  # passed when the value is below, at and above the target
+        ("row_direct_match_protection", "percent", 90.0, False, True, True),
+        ("hidden_rate", "percent", 90.0, False, True, True),
+        ("local_cloaking", "records", 5.0, False, True, True),
+        ("distance_to_closest_record", "distance", 0.3, False, True, True),
+        ("nearest_neighbour_distance_ratio", "ratio", 0.5, False, True, True),
+        ("linkage_success_rate", "fraction", 0.05, True, True, False),
+    ],
+)
+def test_pass_rule_of_each_unit(metric, unit, target, below, at, above):
+    def passed(value: float) -> bool | None:
+        return MetricRow(metric, value, unit, target).passed
+
+    assert (passed(target * 0.9), passed(target), passed(target * 1.1)) == (below, at, above)
+    assert MetricRow(metric, target, unit, None).passed is None
+    assert MetricRow(metric, None, unit, target, status="not_measurable").passed is None
+    assert MetricRow(metric, target, unit, target, status="misaligned").passed is None
+
+
+def test_holdout_share_passes_on_its_excess_over_expected():
+    def row(value: float, target: float | None, details: dict = HOLDOUT) -> MetricRow:
+        return MetricRow("holdout_distance_share", value, "fraction", target, details=details)
+
+    assert row(0.51, 0.02).passed is True     # 0.01 above expected
+    assert row(0.52, 0.02).passed is True     # exactly expected + target
+    assert row(0.53, 0.02).passed is False
+    assert row(0.45, 0.0).passed is True      # below expected: nothing memorised
+    assert row(0.49, -0.02).passed is False   # a negative target asks for a share under expected
+    assert row(0.47, -0.02).passed is True
+    assert row(0.9, 0.02, {"expected": 0.9}).passed is True  # the baseline moves with n / (n + n_H)
+    assert row(0.9, None).passed is None
+    assert row(0.51, 0.02).fails_gate is False and row(0.53, 0.02).fails_gate is True
+    # A row that cannot be judged (no baseline) is a bug of the metric, not a silent pass.
+    with pytest.raises(ValueError, match="needs details\\['expected'\\]"):
+        row(0.5, 0.02, {})
+    MetricRow("holdout_distance_share", None, "fraction", 0.02, status="not_measurable")  # no value: nothing to judge
+
+
+@pytest.mark.parametrize(
+    "metric, unit, target, details, text, ascii_text",
+    [
+        ("row_direct_match_protection", "percent", 90.0, {}, "≥ 90", ">= 90"),
+        ("hidden_rate", "percent", 92.5, {}, "≥ 92.5", ">= 92.5"),
+        ("local_cloaking", "records", 5.0, {}, "≥ 5", ">= 5"),
+        ("distance_to_closest_record", "distance", 0.25, {}, "≥ 0.25", ">= 0.25"),
+        ("nearest_neighbour_distance_ratio", "ratio", 0.5, {}, "≥ 0.5", ">= 0.5"),
+        ("linkage_success_rate", "fraction", 0.05, {}, "≤ 0.05", "<= 0.05"),
+        ("holdout_distance_share", "fraction", 0.02, HOLDOUT, "≤ expected + 0.02", "<= expected + 0.02"),
+        ("holdout_distance_share", "fraction", -0.02, HOLDOUT, "≤ expected − 0.02", "<= expected - 0.02"),
+        ("holdout_distance_share", "fraction", 0.0, HOLDOUT, "≤ expected + 0", "<= expected + 0"),
+        ("hidden_rate", "percent", None, {}, None, None),
+    ],
+)
+def test_comparison_shown_to_users(metric, unit, target, details, text, ascii_text):
+    row = MetricRow(metric, 0.5, unit, target, details=details)
+    assert row.target_text() == text
+    assert row.target_text(ascii=True) == ascii_text
+
+
+DISTANCE_ROWS = [
+    MetricRow("hidden_rate", 93.4123, "percent", 90.0),
+    MetricRow("local_cloaking", 12.5, "records", 5.0),
+    MetricRow("distance_to_closest_record", 0.41234, "distance", None),
+    MetricRow("nearest_neighbour_distance_ratio", 0.61, "ratio", 0.7),
+    MetricRow("holdout_distance_share", 0.5312, "fraction", 0.02, details=HOLDOUT),
+]
+
+
+def test_summary_and_report_show_the_distance_rows(tmp_path):
+    assert cli._summary("wbcd", "r1", DISTANCE_ROWS).splitlines() == [
+        "privacy evaluation of wbcd (run_id r1)",
+        "  hidden_rate                         93.412 %  target >= 90  PASS",
+        "  local_cloaking                     12.5000    target >= 5  PASS",
+        "  distance_to_closest_record          0.4123    no target",
+        "  nearest_neighbour_distance_ratio    0.6100    target >= 0.7  FAIL",
+        "  holdout_distance_share              0.5312    target <= expected + 0.02  FAIL",
+    ]
+    text = _write(tmp_path, DISTANCE_ROWS, [])
+    assert "| `hidden_rate` | 93.412 | percent | ≥ 90 | PASS | ok |" in text
+    assert "| `local_cloaking` | 12.5000 | records | ≥ 5 | PASS | ok |" in text
+    assert "| `distance_to_closest_record` | 0.4123 | distance | none | no target | ok |" in text
+    assert "| `nearest_neighbour_distance_ratio` | 0.6100 | ratio | ≥ 0.7 | FAIL | ok |" in text
+    assert "| `holdout_distance_share` | 0.5312 | fraction | ≤ expected + 0.02 | FAIL | ok |" in text
+
+
+def test_summary_of_the_existing_metrics_is_unchanged():
+    metrics, _ = _rows()
+    assert cli._summary("wbcd_test", "run-1", metrics).splitlines()[1:] == [
+        "  row_direct_match_protection         93.429 %  target >= 90  PASS",
+        "  column_direct_match_protection       0.000 %  target >= 50  FAIL",
+        "  knowledge_protection_rate           96.000 %  target >= 95  PASS",
+        "  linkage_success_rate                0.0730    target <= 0.07  FAIL",
+        "  linkage_success_rate_mahalanobis    0.0695    target <= 0.07  PASS",
+        "  linkage_success_rate_weighted       0.0730    target <= 0.07  FAIL",
+    ]
+
+
+# --------------------------------------------------------------------------
+# the distance-based metrics' section (metrics/distance_report.py)
+# --------------------------------------------------------------------------
+
+D1, LC = distance.D1_FIGURE, distance.LC_FIGURE
+
+
+def _section(directory: Path, metrics: list[MetricRow]) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    return "\n".join(distance_report.report_section(directory, metrics, []))
+
+
+def _is_png(path: Path) -> bool:
+    data = path.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000 and struct.unpack(">II", data[16:24])[0] == 800
+
+
+def test_distance_section_draws_both_figures_and_names_them(tmp_path):
+    text = _section(tmp_path, _distance())
+    assert text.startswith("## Distance-based metrics")
+    assert _is_png(tmp_path / D1) and _is_png(tmp_path / LC)
+    assert f"![Distance to closest record]({D1})" in text and f"![Local cloaking]({LC})" in text
+    assert "| components | 5 |" in text and "| width | 11 |" in text and "| variance_kept | 0.8123 |" in text
+    assert "| imputed_original | 16 |" in text and "| imputed_holdout | 2 |" in text
+    assert "62 of 683 synthetic records (9.1 %) coincide with an original" in text
+    assert "| `hidden_rate`, `local_cloaking` | value |" in text
+    assert "| hits | 47.5000 |" in text and "| p90 | 60 |" in text and "| capped | 0 |" in text
+    assert "| `distance_to_closest_record`, `nearest_neighbour_distance_ratio` | value |" in text
+    assert "| dcr | 0.4134 |" in text and "| nndr | 0.6123 |" in text and "| p05 | 0.0000 |" in text
+    assert "| `holdout_distance_share` | value |" in text and "| expected | 0.5000 |" in text
+    assert "withheld" not in text and "lower bound" not in text
+
+
+def test_distance_section_without_the_cloaking_rows(tmp_path):
+    config = DistanceConfig(distance_to_closest_record=DistanceToClosestRecordConfig(target=0.3),
+                            nearest_neighbour_distance_ratio=NearestNeighbourDistanceRatioConfig())
+    rows = _distance(config, holdout=False)
+    assert [m.metric for m in rows] == ["distance_to_closest_record", "nearest_neighbour_distance_ratio"]
+    text = _section(tmp_path, rows)
+    assert _is_png(tmp_path / D1) and f"]({D1})" in text
+    assert not (tmp_path / LC).exists() and LC not in text
+    assert "hidden_rate" not in text and "holdout" not in text and "imputed_holdout" not in text
+
+
+def test_distance_section_only_cloaking_rows(tmp_path):
+    rows = _distance(DistanceConfig(local_cloaking=LocalCloakingConfig()), holdout=False)
+    text = _section(tmp_path, rows)
+    assert _is_png(tmp_path / LC) and f"]({LC})" in text
+    assert not (tmp_path / D1).exists() and D1 not in text
+
+
+def test_distance_section_of_a_misaligned_release(tmp_path):
+    rows = _distance(alignment=_misaligned())
+    status = {m.metric: m.status for m in rows}
+    assert status["hidden_rate"] == status["local_cloaking"] == "misaligned"
+    assert status["distance_to_closest_record"] == "ok"  # no alignment needed
+    text = _section(tmp_path, rows)
+    assert _is_png(tmp_path / D1) and _is_png(tmp_path / LC)
+    assert f"]({D1})" in text and f"]({LC})" in text
+    assert "`hidden_rate` is withheld" in text and "`local_cloaking` is withheld" in text
+    assert "`distance_to_closest_record` is withheld" not in text
+
+
+def test_distance_section_with_capped_counts(tmp_path):
+    rows = _distance(cap=50, capped=400)
+    [lc] = [m for m in rows if m.metric == "local_cloaking"]
+    assert lc.value == 50 and lc.details["median_is_lower_bound"] is True
+    text = _section(tmp_path, rows)
+    assert _is_png(tmp_path / LC) and f"]({LC})" in text
+    assert "| capped | 400 |" in text and "| cap | 50 |" in text
+    assert "the local cloaking is a lower bound" in text
+
+
+def test_distance_section_nndr_undefined_and_not_measurable(tmp_path):
+    rows = _distance(n_original=1)
+    [nndr] = [m for m in rows if m.metric == "nearest_neighbour_distance_ratio"]
+    assert nndr.status == "undefined" and nndr.value is None
+    unmeasured = MetricRow("hidden_rate", None, "percent", 90.0, status="not_measurable",
+                           details={"space": rows[0].details["space"], "unpaired_original": 5, "unpaired_synthetic": 5})
+    text = _section(tmp_path, [unmeasured, *rows[2:]])
+    assert "`nearest_neighbour_distance_ratio`: `undefined`, no value" in text
+    assert "`hidden_rate`: `not_measurable`, no value" in text
+    assert "| nndr |" not in text and _is_png(tmp_path / D1) and not (tmp_path / LC).exists()
+
+
+def test_distance_section_none_without_distance_rows(tmp_path):
+    metrics, columns = _rows()
+    assert distance_report.report_section(tmp_path, metrics, columns) == []
+    assert not (tmp_path / D1).exists() and not (tmp_path / LC).exists()
+
+
+def test_distance_section_reads_only_numbers(tmp_path):
+    rows = _distance()
+    planted = []
+    for m in rows:
+        details = {**m.details, "example_record": CANARY_TEXT, "dcr_text": CANARY_TEXT,
+                   "space": {**m.details["space"], "width": CANARY_TEXT}}
+        if m.metric == "distance_to_closest_record":
+            details["histogram"] = {"edges": [CANARY_TEXT, 1.0], "counts": [1], "zeros": 0}
+        if m.metric == "local_cloaking":
+            details["histogram"] = {"edges": [0, 1, 2], "counts": [1]}  # lengths do not match
+        planted.append(MetricRow(m.metric, m.value, m.unit, m.target, m.status, m.numerator, m.denominator, details))
+    text = _section(tmp_path, planted)
+    assert CANARY_TEXT not in text and "| width |" not in text
+    # A malformed histogram is not drawn, but the nearest-neighbour ratio's own is.
+    assert not (tmp_path / LC).exists() and (tmp_path / D1).exists()
+
+
+def test_distance_section_in_the_whole_report(tmp_path):
+    text = _write(tmp_path, *_rows(with_distance=True))
+    assert text.index("## Linkage attack") < text.index("## Distance-based metrics") < text.index("## Warnings")
+    assert f"]({D1})" in text and f"]({LC})" in text
+    # The same folder again without distance rows: the figures of the last run are gone.
+    text = _write(tmp_path, *_rows())
+    assert "Distance-based" not in text
+    assert not (tmp_path / D1).exists() and not (tmp_path / LC).exists()

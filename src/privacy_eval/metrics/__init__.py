@@ -135,6 +135,7 @@ def require_compared(inputs: EvaluationInputs, role: str, name: str) -> None:
 
 from privacy_eval.metrics import (  # noqa: E402 - last: the modules import the contract above
     column_direct_match,
+    distance,
     knowledge_protection,
     linkage_success,
     row_direct_match,
@@ -145,4 +146,5 @@ REGISTRY: tuple[Metric, ...] = (
     column_direct_match.METRIC,
     knowledge_protection.METRIC,
     linkage_success.METRIC,
+    distance.METRIC,
 )

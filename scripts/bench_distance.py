@@ -1,0 +1,255 @@
+"""`scripts/bench --distance --rows N`: the distance metrics in Spark against one process.
+
+Generates a seeded original/synthetic pair (four numeric columns, one categorical; the
+synthetic side is the original plus noise, row-aligned by `id`, shuffled), writes it as
+Parquet, then times, in this one run:
+  - Spark: read both files, `prepare_inputs`, `distance_metrics` (all four figures, 5
+    components, cap 1,000), after a 2,000-row warm-up; then the same run again in the
+    session (leave it out with --no-repeat);
+  - numpy + scipy cKDTree in one process (tests/support/distance_fast.py) on the same files.
+Every figure must agree (integers exactly, floats to 1e-12 relative); the script fails
+loudly if one does not. `--profile` adds one more Spark run, step by step (space, projection,
+each search and its figures), each step forced and timed on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+NUMERIC = ["x1", "x2", "x3", "x4"]
+CATEGORICAL = ["group"]
+COLUMNS = NUMERIC + CATEGORICAL
+CHOSEN = ["hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio"]
+COMPONENTS, CAP = 5, 1000
+# Synthetic noise, in standard deviations of each numeric column.
+NOISE = 0.08
+
+
+def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[Path, Path]:
+    """Original: four correlated numeric columns (one rounded to integers, one with 1 %
+    nulls), a two-valued categorical depending on x1, ~2 % duplicated rows. Synthetic:
+    each numeric plus normal noise (NOISE sd), the categorical redrawn for a `redraw`
+    share of rows, ~1 % of rows copied verbatim from their own original; rows shuffled.
+
+    A redrawn category puts a record's own synthetic record far away (the categorical
+    coordinates dominate), so its local-cloaking ball holds a large share of all records.
+
+    The categorical has two values and no nulls on purpose: a categorical with k
+    modalities adds k - 1 eigenvalues of ZᵀZ all close to n (exactly n when independent
+    of the rest), and a top-5 cut inside such a cluster makes the 5-dimensional space
+    depend on rounding (see docs/benchmarks.md, "Distance metrics")."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = f"{rows}-{seed}" + (f"-redraw{redraw:g}" if redraw else "")
+    paths = folder / f"distance-original-{tag}.parquet", folder / f"distance-synthetic-{tag}.parquet"
+    if all(p.exists() for p in paths):
+        return paths
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(rows, 4)) @ np.array([[1, .5, .2, 0], [0, 1, .4, .3], [0, 0, 1, .5], [0, 0, 0, 1]])
+    o = pd.DataFrame({
+        "id": np.arange(rows, dtype=np.int64),
+        "x1": np.round(40 + 12 * base[:, 0]),
+        "x2": np.exp(10 + 0.4 * base[:, 1]),
+        "x3": -50 + 10 * base[:, 2],
+        "x4": base[:, 3],
+    })
+    o.loc[rng.random(rows) < 0.01, "x4"] = np.nan
+    groups = np.array(["a", "b"], dtype=object)
+    o["group"] = groups[(rng.random(rows) < 1 / (1 + np.exp(-base[:, 0]))).astype(int)]
+    dup = np.flatnonzero(rng.random(rows) < 0.02)
+    o.loc[dup, COLUMNS] = o.loc[rng.integers(0, rows, len(dup)), COLUMNS].to_numpy()
+    o = o.astype({c: "float64" for c in NUMERIC})
+    s = o.copy()
+    for c in NUMERIC:
+        s[c] = o[c] + rng.normal(0, NOISE * float(o[c].std()), rows)
+    s["x1"] = np.round(s["x1"])
+    redrawn = rng.random(rows) < redraw
+    s.loc[redrawn, "group"] = groups[rng.integers(0, 2, int(redrawn.sum()))]
+    leak = np.flatnonzero(rng.random(rows) < 0.01)
+    s.loc[leak, COLUMNS] = o.loc[leak, COLUMNS].to_numpy()
+    s = s.astype({c: "float64" for c in NUMERIC})
+    s = s.iloc[rng.permutation(rows)].reset_index(drop=True)
+    o.to_parquet(paths[0], index=False)
+    s.to_parquet(paths[1], index=False)
+    return paths
+
+
+def run_numpy(original_path: Path, synthetic_path: Path, timed) -> tuple[dict, float, dict]:
+    from tests.support.distance_fast import distance_fast
+
+    steps: dict[str, float] = {}
+
+    def work():
+        o = pd.read_parquet(original_path)
+        s = pd.read_parquet(synthetic_path)
+        return distance_fast(o, s, columns=COLUMNS, categorical=CATEGORICAL, components=COMPONENTS, cap=CAP,
+                             key="id", timings=steps)
+    result, seconds = timed(work)
+    return result, seconds, steps
+
+
+def _inputs(spark, original_path: Path, synthetic_path: Path):
+    from privacy_eval.inputs import prepare_inputs
+
+    return prepare_inputs(spark.read.parquet(str(original_path)), spark.read.parquet(str(synthetic_path)),
+                          row_key="id", cache=())
+
+
+def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float, float]:
+    """(figures, seconds end to end, seconds of `distance_metrics` alone)."""
+    from privacy_eval.distance import distance_metrics
+    from privacy_eval.inputs import KEY
+
+    started = time.perf_counter()
+    inputs = _inputs(spark, original_path, synthetic_path)
+    metrics_started = time.perf_counter()
+    try:
+        r = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, CHOSEN,
+                             components=COMPONENTS, cap=CAP)
+    finally:
+        inputs.unpersist()
+    ended = time.perf_counter()
+    cl, near = r.cloaking, r.closest
+    figures = {
+        "width": r.space.width, "components": r.space.components, "variance_kept": r.space.variance_kept,
+        "imputed_original": r.imputed["original"], "imputed_synthetic": r.imputed["synthetic"],
+        "n_original": r.n_original, "n_synthetic": r.n_synthetic, "n_paired": cl.n_paired,
+        "hits": cl.hits, "unique_hits": cl.unique_hits, "hidden_rate": cl.hidden_rate,
+        "local_cloaking": cl.local_cloaking, "lc_zero_share": cl.zero_share, "lc_p10": cl.p10, "lc_p50": cl.p50,
+        "lc_p90": cl.p90, "capped": cl.capped, "dcr": near.dcr, "dcr_zero_share": near.zero_share,
+        "dcr_p05": near.p05, "nndr": near.nndr, "nndr_below_half_share": near.below_half_share,
+    }
+    return figures, ended - started, ended - metrics_started
+
+
+def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tuple[str, float]]:
+    """`distance_metrics`' steps one at a time (as privacy_eval/distance/metrics.py runs
+    them), each forced by its own action: where the time goes."""
+    from pyspark import StorageLevel
+
+    from privacy_eval.distance import metrics as dm
+    from privacy_eval.distance.figures import cloaking_figures, closest_figures
+    from privacy_eval.distance.search import ID, Grid, cloaking_counts, nearest_distances, with_own_chunk
+    from privacy_eval.distance.space import fit_space, project
+    from privacy_eval.inputs import KEY
+
+    steps: list[tuple[str, float]] = []
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        steps.append((name, now - clock[0]))
+        clock[0] = now
+
+    inputs = _inputs(spark, original_path, synthetic_path)
+    lap("prepare_inputs (read, key check)")
+    columns, numeric = list(inputs.columns), [c for c in inputs.columns if c in inputs.numeric]
+    space = fit_space(inputs.original, columns, numeric, COMPONENTS)
+    lap("fit_space (moments, modalities, ZᵀZ)")
+    k, tasks = space.components, spark.sparkContext.defaultParallelism
+    names = [f"__c{j}" for j in range(k)]
+    o = project(inputs.original.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
+    s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
+    n, m = dm._counted(o)[0], dm._counted(s)[0]
+    lap("project both sides + cache + count")
+    grid = Grid.sized(n, m, tasks)
+    near = nearest_distances(o, s, k, 2, grid).persist(StorageLevel.MEMORY_AND_DISK)
+    near.count()
+    lap(f"DCR/NNDR search, k = 2 (grid {grid.chunks} x {grid.groups})")
+    closest_figures(near, n)
+    lap("DCR/NNDR figures (exact medians, histogram)")
+    paired = dm._paired_radii(o, s, names).persist(StorageLevel.MEMORY_AND_DISK)
+    paired.count()
+    lap("paired radii (join on the key)")
+    grid = Grid.sized(m, n, tasks)
+    counts = cloaking_counts(s, with_own_chunk(paired, grid), k, grid).persist(StorageLevel.MEMORY_AND_DISK)
+    counts.count()
+    lap(f"cloaking ball counts (grid {grid.chunks} x {grid.groups})")
+    cloaking_figures(counts, CAP)
+    lap("cloaking figures")
+    for frame in (o, s, near, paired, counts):
+        frame.unpersist()
+    inputs.unpersist()
+    return steps
+
+
+def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
+    """(names that differ, largest relative difference of a float figure)."""
+    differing, worst = [], 0.0
+    for name, value in spark_figures.items():
+        expected = reference[name]
+        if isinstance(expected, float) and value is not None:
+            diff = abs(value - expected) / max(abs(expected), 1e-300) if value != expected else 0.0
+            worst = max(worst, diff)
+            if diff > 1e-12 and not (math.isnan(value) and math.isnan(expected)):
+                differing.append(name)
+        elif value != expected:
+            differing.append(name)
+    return differing, worst
+
+
+def main_distance(args, peak_memory, timed) -> int:
+    from privacy_eval.session import build_session
+
+    (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data), args.redraw))
+    print(f"data: {args.rows:,} records per side ({', '.join(COLUMNS)}), seed {args.seed}, category redrawn for "
+          f"{args.redraw:.0%} of synthetic records, generated/cached in {gen_s:.1f} s")
+    spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
+        "spark.master": args.master, "spark.driver.memory": "12g",
+        "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",
+    }))
+    spark.sparkContext.setLogLevel("ERROR")
+    run_spark(spark, *generate(2_000, args.seed, Path(args.data)))  # warm-up
+    with peak_memory() as memory:
+        figures, spark_s, metrics_s = run_spark(spark, original_path, synthetic_path)
+    runs = [("Spark (privacy_eval)", figures, spark_s, metrics_s)]
+    if not args.no_repeat:
+        again, again_s, again_metrics_s = run_spark(spark, original_path, synthetic_path)
+        runs.append(("Spark, same run repeated in the session", again, again_s, again_metrics_s))
+    steps = profile_spark(spark, original_path, synthetic_path) if args.profile else []
+    spark.stop()
+    reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path, timed)
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
+    print()
+    print("| distance metrics (5 components, cap 1,000) | records per side | wall time (s) | of which distance_metrics (s) "
+          "| vs numpy | hidden rate (%) | local cloaking | capped | DCR | NNDR |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, f, seconds, inner in runs:
+        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {seconds / numpy_s:.2f}x | {f['hidden_rate']:.4f} "
+              f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")
+    r = reference
+    print(f"| numpy + cKDTree, one process (tests/support/distance_fast.py) | {args.rows:,} | {numpy_s:.1f} | | 1.00x "
+          f"| {r['hidden_rate']:.4f} | {r['local_cloaking']:g} | {r['capped']:,} | {r['dcr']:.6g} | {r['nndr']:.6g} |")
+    print(f"\nnumpy steps (s): read Parquet {numpy_s - sum(numpy_steps.values()):.1f}, "
+          + ", ".join(f"{k} {v:.1f}" for k, v in numpy_steps.items()))
+    print(f"local cloaking: p10/p50/p90 {r['lc_p10']}/{r['lc_p50']}/{r['lc_p90']}, "
+          f"median a lower bound (half or more capped): {r['lc_median_lower_bound']}; "
+          f"largest LC_i {int(r['lc'].max()):,}, mean LC_i {float(r['lc'].mean()):.1f}")
+    print(f"\npeak resident memory during the first Spark run: JVM (driver = executor in local mode) "
+          f"{memory.jvm / 2**20:.0f} MiB, largest Python worker {memory.worker / 2**20:.0f} MiB")
+    if steps:
+        print("\n| Spark step (forced and timed one at a time) | seconds |\n|---|---:|")
+        for name, seconds in steps:
+            print(f"| {name} | {seconds:.1f} |")
+        print(f"| total | {sum(s for _, s in steps):.1f} |")
+    failed = False
+    for name, f, _, _ in runs:
+        differing, worst = compare(f, reference)
+        print(f"\n{name}: largest relative difference of a float figure {worst:.3g}")
+        if differing:
+            failed = True
+            print(f"ERROR: {name} differs from numpy on {', '.join(f'{d} ({f[d]!r} vs {reference[d]!r})' for d in differing)}",
+                  file=sys.stderr)
+    if failed:
+        return 1
+    print("\nevery figure agrees (integers exactly, floats to 1e-12 relative)")
+    return 0

@@ -1,0 +1,193 @@
+"""The space of the distance metrics: a FAMD of the original, fitted exactly (docs/metrics.md,
+"Distance-based metrics: the space").
+
+Fitting takes two passes over the original: one aggregation for the numeric columns'
+means and population sds and the categorical columns' modality counts, and one
+``mapInArrow`` pass summing ZᵀZ per task (a width x width matrix). The driver adds the
+partial matrices and decomposes the sum with ``numpy.linalg.eigh``: exact, no
+randomised SVD. Only aggregates reach the driver: moments, modality counts (a
+categorical column's distinct values, never logged or written) and the matrices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from privacy_eval.distance.kernel import TINY_SD, Scaling, coordinate_names, projected, scaled
+from privacy_eval.errors import InputError
+from privacy_eval.frames import qcol
+
+# A categorical column with more modalities than this is an identifier or free text, not
+# a variable of a FAMD: each modality is one coordinate and ZᵀZ grows with their square.
+MAX_MODALITIES = 1000
+MAX_WIDTH = 2000
+# The K-th and (K+1)-th eigenvalues closer than this (relative): warn that the subspace
+# is ill-determined. Wider than an exact tie (1e-9): with a gap of 1e-6, measured, the
+# order of summation (the partitioning) moved distances by a few 1e-12.
+EIGEN_TIE = 1e-6
+IMPUTED = "__imputed"
+
+
+@dataclass(frozen=True)
+class Space:
+    """The fitted space: how a record is scaled, and the basis it is projected on (None
+    with `components: all` or K >= width)."""
+
+    scaling: Scaling
+    basis: np.ndarray | None
+    variance_kept: float
+    eigen_tie: bool   # the K-th and (K+1)-th eigenvalues are equal: the subspace is not unique
+
+    @property
+    def width(self) -> int:
+        return self.scaling.width
+
+    @property
+    def components(self) -> int:
+        return self.width if self.basis is None else self.basis.shape[1]
+
+    def details(self) -> dict[str, Any]:
+        return {"components": self.components, "width": self.width, "variance_kept": self.variance_kept}
+
+
+def typed_columns(frame: DataFrame, columns: Sequence[str], numeric: Sequence[str]) -> list[Column]:
+    """The columns as the kernel reads them: numeric ones as doubles, the others as text
+    (categorical values are compared by their text form)."""
+    return [qcol(c, frame).cast("double" if c in numeric else "string").alias(c) for c in columns]
+
+
+def fit_space(original: DataFrame, columns: Sequence[str], numeric: Sequence[str], components: int | str) -> Space:
+    """The FAMD of `original` over `columns` (5.1), projected on the top `components`
+    eigenvectors of ZᵀZ unless `components` is "all" or at least the width."""
+    scaling = _scaling(original, columns, numeric)
+    if scaling.width > MAX_WIDTH:
+        raise InputError(
+            f"metrics.distance: the space would have {scaling.width} coordinates (numeric columns + "
+            f"modalities), more than {MAX_WIDTH}; leave high-cardinality columns out with 'metrics.distance.columns'"
+        )
+    if components == "all" or int(components) >= scaling.width:
+        return Space(scaling, None, 1.0, False)
+    k = int(components)
+    gram = _gram(original.select(*typed_columns(original, columns, numeric)), scaling)
+    values, vectors = np.linalg.eigh(gram)  # ascending
+    values = np.clip(values[::-1], 0.0, None)
+    vectors = vectors[:, ::-1]
+    total = float(values.sum())
+    kept = float(values[:k].sum() / total) if total > 0 else 1.0
+    tie = bool(abs(values[k - 1] - values[k]) <= EIGEN_TIE * max(abs(values[k - 1]), np.finfo(float).tiny))
+    return Space(scaling, np.ascontiguousarray(vectors[:, :k]), kept, tie)
+
+
+def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]) -> Scaling:
+    nums = [c for c in columns if c in numeric]
+    cats = [c for c in columns if c not in numeric]
+    finite = {c: F.when(~F.isnan(qcol(c).cast("double")) & (F.abs(qcol(c).cast("double")) < float("inf")),
+                        qcol(c).cast("double")) for c in nums}
+    stats = original.agg(
+        F.count(F.lit(1)).alias("n"),
+        *(F.avg(finite[c]).alias(f"m{i}") for i, c in enumerate(nums)),
+        *(F.stddev_pop(finite[c]).alias(f"s{i}") for i, c in enumerate(nums)),
+        *(F.min(finite[c]).alias(f"lo{i}") for i, c in enumerate(nums)),
+        *(F.max(finite[c]).alias(f"hi{i}") for i, c in enumerate(nums)),
+    ).collect()[0]
+    n = int(stats["n"])
+    if n == 0:
+        raise InputError("metrics.distance: the original has no rows to fit the space on")
+    means, sds = [], []
+    for i in range(len(nums)):
+        lo, hi, mean, sd = stats[f"lo{i}"], stats[f"hi{i}"], stats[f"m{i}"], stats[f"s{i}"]
+        if lo is None:
+            raise InputError(
+                f"metrics.distance: numeric column '{nums[i]}' has no finite value in the original (its mean "
+                "is undefined); leave it out with 'metrics.distance.columns'"
+            )
+        if lo == hi:
+            # Constant: told by min = max, not by a rounded sd such as 1e-17 for a column
+            # of 0.1s, which would blow rounding residues up to O(1).
+            means.append(float(lo))
+            sds.append(1.0)
+        else:
+            means.append(float(mean))
+            sds.append(float(sd) if float(sd) > TINY_SD else 1.0)
+    modalities, shares = _modalities(original, cats, n)
+    return Scaling(tuple(nums), tuple(means), tuple(sds), tuple(cats), modalities, shares)
+
+
+def _modalities(original: DataFrame, cats: Sequence[str], n: int) -> tuple[tuple, tuple]:
+    """Per categorical column, its modalities in the original (null included) and their
+    shares, in one unpivoting pass; modalities in a fixed order (null first, then text)."""
+    if not cats:
+        return (), ()
+    pairs = F.array(*(F.struct(F.lit(i).alias("i"), qcol(c).cast("string").alias("v")) for i, c in enumerate(cats)))
+    counted = original.select(F.explode(pairs).alias("p")).select("p.*").groupBy("i", "v").count()
+    found: dict[int, list[tuple[str | None, int]]] = {i: [] for i in range(len(cats))}
+    for row in counted.collect():
+        found[int(row["i"])].append((row["v"], int(row["count"])))
+    for i, c in enumerate(cats):
+        if len(found[i]) > MAX_MODALITIES:
+            raise InputError(
+                f"metrics.distance: categorical column '{c}' has {len(found[i])} distinct values in the original, "
+                f"more than {MAX_MODALITIES}; leave it out with 'metrics.distance.columns'"
+            )
+    ordered = [sorted(found[i], key=lambda vc: (vc[0] is not None, vc[0] or "")) for i in range(len(cats))]
+    return (
+        tuple(tuple(v for v, _ in mods) for mods in ordered),
+        tuple(tuple(count / n for _, count in mods) for mods in ordered),
+    )
+
+
+def _gram(frame: DataFrame, scaling: Scaling) -> np.ndarray:
+    """ZᵀZ of the original, summed per task on the executors and over tasks here."""
+    width = scaling.width
+
+    def partial(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        total = np.zeros((width, width))
+        for batch in batches:
+            z, _ = scaled(batch.to_pandas(), scaling)
+            total += z.T @ z
+        yield pa.RecordBatch.from_pydict({"g": [total.ravel().tolist()]})
+
+    parts = frame.mapInArrow(partial, "g array<double>").collect()
+    gram = np.zeros((width, width))
+    for row in parts:
+        gram += np.asarray(row["g"]).reshape(width, width)
+    return gram
+
+
+def project(frame: DataFrame, space: Space, columns: Sequence[str], numeric: Sequence[str], keep: Sequence[str]) -> DataFrame:
+    """`keep` columns of `frame` and the record's coordinates in the space (`__c0`...),
+    plus IMPUTED, its count of imputed numeric cells."""
+    names = coordinate_names(space.components)
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    kept_schema = frame.select(*(qcol(k) for k in keep)).schema
+    schema = ", ".join(
+        [f"`{f.name}` {f.dataType.simpleString()}" for f in kept_schema.fields]
+        + [f"{n} double" for n in names] + [f"{IMPUTED} long"]
+    )
+    arrow_schema = to_arrow_schema(_parse_datatype_string(schema))
+    scaling, basis, kept = space.scaling, space.basis, list(keep)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            pdf = batch.to_pandas()
+            z, imputed = scaled(pdf, scaling)
+            coords = projected(z, basis)
+            arrays = [batch.column(k) for k in kept]
+            arrays += [pa.array(coords[:, j]) for j in range(coords.shape[1])]
+            arrays.append(pa.array(imputed))
+            yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+    selected = frame.select(*(qcol(k) for k in keep), *typed_columns(frame, columns, numeric))
+    return selected.mapInArrow(run, schema)

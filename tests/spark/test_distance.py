@@ -1,0 +1,153 @@
+"""The distance metrics on Spark against the brute-force float64 oracle (every pair
+scored, tests/support/distance_oracle.py): on data with ties built in, on the bundled
+WBCD and AIDS pairs and a holdout split of WBCD; the same figures under any
+partitioning, row order and chunking of the searches."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from privacy_eval.config import Source
+from privacy_eval.distance import distance_metrics
+from privacy_eval.distance import search as distance_search
+from privacy_eval.inputs import KEY, prepare_inputs
+from privacy_eval.reading import POSITION, read_table
+from tests.support.distance_oracle import distance_reference, tie_fixture
+from tests.support.paths import DATA
+
+ALL = ("hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio",
+       "holdout_distance_share")
+CLOSE = 1e-12
+
+
+def _figures(result) -> dict:
+    """The job's figures under the oracle's names."""
+    out = {"width": result.space.width, "components": result.space.components,
+           "variance_kept": result.space.variance_kept,
+           **{f"imputed_{side}": n for side, n in result.imputed.items()}}
+    if result.cloaking is not None:
+        c = result.cloaking
+        out.update(n_paired=c.n_paired, hits=c.hits, unique_hits=c.unique_hits, hidden_rate=c.hidden_rate,
+                   local_cloaking=c.local_cloaking, lc_zero_share=c.zero_share, lc_p10=c.p10, lc_p50=c.p50,
+                   lc_p90=c.p90, capped=c.capped)
+    if result.closest is not None:
+        d = result.closest
+        out.update(dcr=d.dcr, dcr_zero_share=d.zero_share, dcr_p05=d.p05, nndr=d.nndr,
+                   nndr_below_half_share=d.below_half_share)
+    if result.holdout is not None:
+        out.update(holdout_share=result.holdout.share, holdout_expected=result.holdout.expected)
+    return out
+
+
+def _assert_agrees(got: dict, expected: dict, m: int) -> None:
+    assert got, "no figures"
+    for name, value in got.items():
+        want = expected[name]
+        if name == "dcr_zero_share":  # the oracle counts records within 1e-9 of the boundaries
+            assert abs(value - want) <= expected["dcr_near_zero"] / m + CLOSE, name
+        elif name == "nndr_below_half_share":
+            assert abs(value - want) <= expected["nndr_near_half"] / m + CLOSE, name
+        elif isinstance(want, float):
+            assert math.isclose(value, want, rel_tol=CLOSE, abs_tol=CLOSE), (name, value, want)
+        else:
+            assert value == want, (name, value, want)
+
+
+def _run(spark, original: pd.DataFrame, synthetic: pd.DataFrame, key: str, holdout=None, chosen=ALL, **kw):
+    inputs = prepare_inputs(spark.createDataFrame(original), spark.createDataFrame(synthetic), row_key=key)
+    h = spark.createDataFrame(holdout) if holdout is not None else None
+    chosen = [c for c in chosen if h is not None or c != "holdout_distance_share"]
+    return distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, chosen,
+                            holdout=h, **kw)
+
+
+@pytest.fixture(scope="module")
+def ties():
+    return tie_fixture()
+
+
+@pytest.mark.parametrize("components", ["all", 5, 3])
+def test_ties_fixture_matches_brute_force(spark, ties, components):
+    original, synthetic, holdout = ties
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, synthetic, columns=columns, components=components, holdout=holdout, key="id")
+    got = _figures(_run(spark, original, synthetic, "id", holdout, components=components))
+    assert got["dcr_zero_share"] > 0 and any(0 < h < 1 for h in expected["hit"])  # the ties are there
+    _assert_agrees(got, expected, len(synthetic))
+
+
+def test_cap_counts_records_at_the_cap(spark, ties):
+    original, synthetic, _ = ties
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, synthetic, columns=columns, components="all", cap=3, key="id")
+    result = _run(spark, original, synthetic, "id", components="all", cap=3, chosen=("hidden_rate", "local_cloaking"))
+    assert result.cloaking.capped > 0
+    _assert_agrees(_figures(result), expected, len(synthetic))
+
+
+def test_the_same_figures_under_any_partitioning_row_order_and_chunking(spark, ties, monkeypatch):
+    original, synthetic, holdout = ties
+    baseline = _figures(_run(spark, original, synthetic, "id", holdout, components=3))
+    shuffled_o = original.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    shuffled_s = synthetic.sample(frac=1.0, random_state=4).reset_index(drop=True)
+    monkeypatch.setattr(distance_search, "CHUNK_ROWS", 7)  # 9 index chunks: every merge across chunks runs
+    monkeypatch.setattr(distance_search, "QUERY_ROWS", 5)
+    inputs = prepare_inputs(spark.createDataFrame(shuffled_o).repartition(5), spark.createDataFrame(shuffled_s).repartition(3),
+                            row_key="id")
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, list(ALL),
+                              components=3, holdout=spark.createDataFrame(holdout).repartition(4))
+    got = _figures(result)
+    assert got.keys() == baseline.keys()
+    for name, value in got.items():
+        assert math.isclose(value, baseline[name], rel_tol=CLOSE, abs_tol=CLOSE), (name, value, baseline[name])
+
+
+def _bundled(spark, name: str, original_options: dict, synthetic_file: str, exclude: list[str], categorical=()):
+    o = read_table(spark, Source(path=str(DATA / name / "original.csv"), options=original_options), "original",
+                   with_position=True)
+    s = read_table(spark, Source(path=str(DATA / name / synthetic_file)), "synthetic", with_position=True)
+    return prepare_inputs(o, s, row_key=POSITION, exclude=exclude, categorical=list(categorical))
+
+
+def _pandas_sides(inputs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The typed sides as the job sees them (test-side collect of a small table)."""
+    return inputs.original.toPandas(), inputs.synthetic.toPandas()
+
+
+@pytest.mark.parametrize("components", [5, "all"])
+def test_wbcd_matches_brute_force(spark, components):
+    inputs = _bundled(spark, "wbcd", {}, "avatar_k20.csv", ["Sample_code_number"], ["Class"])
+    original, synthetic = _pandas_sides(inputs)
+    columns = list(inputs.columns)
+    expected = distance_reference(original, synthetic, columns=columns, categorical=["Class"], components=components, key=KEY)
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, columns, inputs.numeric, list(ALL[:4]),
+                              components=components)
+    _assert_agrees(_figures(result), expected, len(synthetic))
+
+
+def test_aids_matches_brute_force(spark):
+    inputs = _bundled(spark, "aids", {"sep": ";", "nullValue": "NA"}, "avatar_k20.csv", ["pidnum"])
+    original, synthetic = _pandas_sides(inputs)
+    columns = list(inputs.columns)
+    expected = distance_reference(original, synthetic, columns=columns, components=5, key=KEY)
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, columns, inputs.numeric, list(ALL[:4]), components=5)
+    assert result.imputed["original"] == expected["imputed_original"] > 0
+    _assert_agrees(_figures(result), expected, len(synthetic))
+
+
+def test_wbcd_holdout_split_matches_brute_force(spark):
+    """The last 183 originals held out: the space is fitted on the first 500 only."""
+    inputs = _bundled(spark, "wbcd", {}, "avatar_k20.csv", ["Sample_code_number"], ["Class"])
+    original, synthetic = _pandas_sides(inputs)
+    train, held = original.iloc[:500], original.iloc[500:].drop(columns=[KEY])
+    columns = list(inputs.columns)
+    expected = distance_reference(train, synthetic, columns=columns, categorical=["Class"], components=5, holdout=held, key=KEY)
+    train_df = inputs.original.filter(f"`{KEY}` < 500")
+    held_df = inputs.original.filter(f"`{KEY}` >= 500").drop(KEY)
+    result = distance_metrics(train_df, inputs.synthetic, KEY, columns, inputs.numeric, list(ALL), components=5,
+                              holdout=held_df)
+    assert result.holdout.expected == 500 / 683
+    _assert_agrees(_figures(result), expected, len(synthetic))

@@ -1,0 +1,36 @@
+"""The distance kernel's capped cloaking count against a brute-force scan (no Spark)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privacy_eval.distance.kernel import TIE, cloaking_in_chunk
+
+
+def brute(index: np.ndarray, queries: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.sqrt(((queries[:, None, :] - index[None, :, :]) ** 2).sum(-1))
+    tau = TIE * np.maximum(1.0, r)[:, None]
+    return (d < r[:, None] - tau).any(axis=1), (d <= r[:, None] + tau).sum(axis=1)
+
+
+@pytest.mark.parametrize("limit", [3, 20, 5000])
+def test_counts_are_exact_up_to_the_limit_and_exact_when_nothing_is_closer(limit):
+    rng = np.random.default_rng(11)
+    index = rng.integers(0, 4, size=(600, 3)).astype(float)  # integer grid: many exact ties
+    index[:150] = index[0]  # one point duplicated 150 times: a tie group past any small limit
+    queries = rng.integers(0, 4, size=(300, 3)).astype(float)
+    queries[:20] = index[0]
+    own = index[rng.integers(0, len(index), len(queries))]
+    r = np.sqrt(((queries - own) ** 2).sum(axis=1))
+    closer, either = cloaking_in_chunk(index, queries, r, limit)
+    want_closer, want_either = brute(index, queries, r)
+    assert (closer == want_closer).all()
+    assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
+    assert (either[~closer] == want_either[~closer]).all()  # the hit needs the exact tie count
+    assert (want_either > limit).any() or limit == 5000
+
+
+def test_empty_sides():
+    closer, either = cloaking_in_chunk(np.zeros((0, 2)), np.ones((3, 2)), np.ones(3), 10)
+    assert not closer.any() and (either == 0).all()
