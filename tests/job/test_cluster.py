@@ -296,5 +296,5 @@ def test_job_on_a_standalone_cluster_imports_the_package_from_the_zip(
               for name in ("metric_results", "column_protection")}
     assert {r["run_id"] for r in tables["metric_results"]} == {run_id}
     rows, columns = tables["metric_results"], tables["column_protection"]
-    assert len(rows) == 6 and len(columns) == 10
+    assert len(rows) == 10 and len(columns) == 10  # with the example's four distance rows
     check_run(rows, columns, expected_wbcd())
