@@ -182,6 +182,8 @@ CASES = [
          {"metrics": {"distance": {"holdout_distance_share": {}}}}),
     Case("distance_holdout_missing_column", ("holdout", "'city'", "missing"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": to_csv(O.drop(columns=["id", "city"]))}),
+    Case("distance_holdout_empty", ("holdout", "no rows"),
+         {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": HEADER_ONLY}),
     Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "numeric"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": edited(O, age="old")}),
     # --- the config file's limits (hardening, round 2)

@@ -22,6 +22,7 @@ from privacy_eval.distance.figures import (
 from privacy_eval.distance.kernel import coordinate_names
 from privacy_eval.distance.search import ID, RADIUS, Grid, cloaking_counts, nearest_distances, with_own_chunk
 from privacy_eval.distance.space import EIGEN_TIE, IMPUTED, Space, fit_space, project
+from privacy_eval.errors import InputError
 
 CLOAKING = ("hidden_rate", "local_cloaking")
 CLOSEST = ("distance_to_closest_record", "nearest_neighbour_distance_ratio")
@@ -82,6 +83,8 @@ def distance_metrics(
     try:
         sizes = {side: _counted(frame) for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
         n, m = sizes["original"][0], sizes["synthetic"][0]
+        if h is not None and sizes["holdout"][0] == 0:
+            raise InputError("holdout: the table has no rows (holdout_distance_share needs records to compare with)")
         result: dict[str, Any] = {}
         if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
             near = nearest_distances(o, s, k, 2, Grid.sized(n, m, tasks)).persist(StorageLevel.MEMORY_AND_DISK)

@@ -47,6 +47,8 @@ def _check(inputs: EvaluationInputs, config: DistanceConfig) -> None:
         return
     if inputs.holdout is None:
         raise InputError("metrics.distance.holdout_distance_share needs a 'holdout' table")
+    if inputs.holdout.isEmpty():  # before the types: a header-only CSV reads as text
+        raise InputError("holdout: the table has no rows (holdout_distance_share needs records to compare with)")
     fields = {f.name: f.dataType for f in inputs.holdout.schema.fields}
     for name in distance_columns(inputs, config):
         if name not in fields:
