@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.distance.kernel import TIE
-from privacy_eval.distance.order import lower_rank, median_ranks, order_statistics
+from privacy_eval.distance.order import lower_rank, median_ranks, order_statistics, value_at_rank
 
 HISTOGRAM_BINS = 20
 
@@ -91,12 +91,7 @@ def cloaking_figures(counts: DataFrame, cap: int) -> CloakingFigures:
     unique = sum(int(r["count"]) for r in ties if int(r["others"]) == 0)
 
     def at(rank: int) -> int:
-        seen = 0
-        for value, count in lc:
-            seen += count
-            if rank < seen:
-                return value
-        raise ValueError(rank)
+        return int(value_at_rank(lc, rank))
 
     lo, hi = median_ranks(n)
     return CloakingFigures(

@@ -15,6 +15,7 @@ import functools
 import math
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -40,7 +41,7 @@ def order_statistics(frame: DataFrame, column: str, ranks: Sequence[int], n: int
         return {}
     if n <= 4 * _EPS_VALUES:
         everything = _counts(frame, column)
-        return {k: _at(everything, k) for k in wanted}
+        return {k: value_at_rank(everything, k) for k in wanted}
     eps = max(1e-7, _EPS_VALUES / n)
     probs = [p for k in wanted for p in (max(0.0, k / n - 2 * eps), min(1.0, (k + 1) / n + 2 * eps))]
     values = frame.approxQuantile(column, probs, eps)
@@ -49,12 +50,12 @@ def order_statistics(frame: DataFrame, column: str, ranks: Sequence[int], n: int
     below = frame.agg(*(F.count(F.when(x < lo, 1)).alias(f"b{i}") for i, (_, lo, _) in enumerate(brackets))).collect()[0]
     inside = _counts(frame.filter(functools.reduce(operator.or_, [(x >= lo) & (x <= hi) for _, lo, hi in brackets])), column)
     found: dict[int, float | None] = {
-        k: _at([vc for vc in inside if lo <= vc[0] <= hi], k - int(below[f"b{i}"]))
+        k: value_at_rank([vc for vc in inside if lo <= vc[0] <= hi], k - int(below[f"b{i}"]))
         for i, (k, lo, hi) in enumerate(brackets)
     }
     if any(v is None for v in found.values()):
         everything = _counts(frame, column)
-        found = {k: _at(everything, k) if v is None else v for k, v in found.items()}
+        found = {k: value_at_rank(everything, k) if v is None else v for k, v in found.items()}
     return found  # type: ignore[return-value]
 
 
@@ -63,7 +64,7 @@ def _counts(frame: DataFrame, column: str) -> list[tuple[float, int]]:
     return sorted((float(r[column]), int(r["count"])) for r in frame.groupBy(column).count().collect())
 
 
-def _at(counts: list[tuple[float, int]], rank: int) -> float | None:
+def value_at_rank(counts: Sequence[tuple[Any, int]], rank: int) -> Any:
     """The value at 0-based `rank` of the values `counts` describes; None outside them."""
     if rank < 0:
         return None

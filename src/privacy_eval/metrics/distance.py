@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from privacy_eval.config import DistanceConfig
 from privacy_eval.errors import InputError
 from privacy_eval.inputs import KEY
-from privacy_eval.metrics import Metric, Row, Shared
+from privacy_eval.metrics import Metric, Row, Shared, require_compared
 from privacy_eval.results import ColumnRow, MetricRow
 
 if TYPE_CHECKING:
@@ -38,11 +38,7 @@ def distance_columns(inputs: EvaluationInputs, config: DistanceConfig) -> list[s
 
 def _check(inputs: EvaluationInputs, config: DistanceConfig) -> None:
     for name in distance_columns(inputs, config):
-        if name not in inputs.columns:
-            raise InputError(
-                f"key 'metrics.distance.columns' names '{name}', which is not a compared column "
-                "(missing from the data, excluded, or the row key)"
-            )
+        require_compared(inputs, "key 'metrics.distance.columns': column", name)
     if HOLDOUT not in config.selected(inputs.holdout is not None):
         return
     if inputs.holdout is None:
