@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from tests.support import reference
-from tests.support.casefiles import DELETE, merged, write_case
+from tests.support.casefiles import DELETE, merged, small_config, small_workspace, write_case
 from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, submit, tree_digest
 from tests.support.tables import base_frames, to_csv
 
@@ -216,38 +216,17 @@ CASES = [
 ]
 
 
-def base_config(data: Path, warehouse: Path) -> dict[str, Any]:
-    return {
-        "dataset": "bad_inputs",
-        "original": {"path": str(data / "original.csv")},
-        "synthetic": {"path": str(data / "synthetic.csv")},
-        "row_key": "id",
-        "metrics": {
-            "row_direct_match": {},
-            "column_direct_match": {},
-            "knowledge_protection": {"known_variables": ["age", "city"]},
-            "linkage": {"targets": ["age", "weight"], "blocking": ["group"]},
-        },
-        "results": {"warehouse": str(warehouse), "database": DATABASE},
-    }
-
-
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bad_inputs")
-    data = root / "data"
-    data.mkdir()
-    (data / "original.csv").write_text(to_csv(O))
-    (data / "synthetic.csv").write_text(to_csv(S))
-    return {"root": root, "data": data, "warehouse": root / "warehouse"}
+    return small_workspace(tmp_path_factory.mktemp("bad_inputs"))
 
 
 
 @pytest.fixture(scope="module")
 def seeded(spark, workspace) -> dict[str, Path]:
     """The workspace after one successful run: the results tables exist and hold a run."""
-    seed = merged(base_config(workspace["data"], workspace["warehouse"]), {"metrics": {"linkage": DELETE}})
+    seed = merged(small_config(workspace, DATABASE), {"metrics": {"linkage": DELETE}})
     config = write_case(workspace["root"] / "seed", seed)
     code, output = run_in_process(spark, ["--config", str(config), "--run-id", "seed"])
     assert code == 0, output
@@ -294,7 +273,7 @@ def test_there_are_enough_distinct_cases():
 def test_bad_input_exits_2_with_one_error_line(spark, seeded, case: Case):
     warehouse = seeded["warehouse"]
     case_dir = seeded["root"] / case.name
-    config = write_case(case_dir, merged(base_config(seeded["data"], warehouse), case.config),
+    config = write_case(case_dir, merged(small_config(seeded, DATABASE), case.config),
                         case.files, case.config_text)
     for name in case.fifos:
         os.mkfifo(case_dir / name)
@@ -328,7 +307,7 @@ def test_bad_input_through_spark_submit(seeded, tmp_path):
     """The same contract from a real driver: Spark's own log is on this output too."""
     warehouse = seeded["warehouse"]
     config = write_case(tmp_path / "case",
-                        merged(base_config(seeded["data"], warehouse), {"original": {"path": "o.csv", "format": "parquet"}}),
+                        merged(small_config(seeded, DATABASE), {"original": {"path": "o.csv", "format": "parquet"}}),
                         {"o.csv": to_csv(O)})
     before = tree_digest(warehouse)
     code, output = submit(["--config", str(config), "--run-id", "submitted"])
@@ -355,7 +334,7 @@ def read_run(spark, warehouse: Path, run_id: str) -> tuple[dict[str, dict], dict
 
 
 def run_ok(spark, seeded, name: str, config: dict[str, Any], files: dict[str, str]):
-    path = write_case(seeded["root"] / name, merged(base_config(seeded["data"], seeded["warehouse"]), config), files)
+    path = write_case(seeded["root"] / name, merged(small_config(seeded, DATABASE), config), files)
     code, output = run_in_process(spark, ["--config", str(path), "--run-id", name])
     assert code == 0, output
     assert not error_lines(output)
@@ -451,7 +430,7 @@ def test_longest_run_id_works(spark, seeded):
     with pytest.raises(Exception, match="too long"):
         check_run_id(run_id + "x")
     path = write_case(seeded["root"] / "longest_run_id",
-                      merged(base_config(seeded["data"], seeded["warehouse"]),
+                      merged(small_config(seeded, DATABASE),
                              {"metrics": only("row_direct_match")}))
     code, output = run_in_process(spark, ["--config", str(path), "--run-id", run_id])
     assert code == 0, output[-5000:]

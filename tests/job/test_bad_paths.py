@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from privacy_eval import reading
-from tests.support.casefiles import DELETE, merged, write_case
+from tests.support.casefiles import DELETE, merged, small_config, small_workspace, write_case
 from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, tree_digest
 from tests.support.tables import base_frames, to_csv
 
@@ -109,31 +109,11 @@ CASES = [
 ]
 
 
-def base_config(data: Path, warehouse: Path) -> dict[str, Any]:
-    return {
-        "dataset": "bad_paths",
-        "original": {"path": str(data / "original.csv")},
-        "synthetic": {"path": str(data / "synthetic.csv")},
-        "row_key": "id",
-        "metrics": {
-            "row_direct_match": {},
-            "column_direct_match": {},
-            "knowledge_protection": {"known_variables": ["age", "city"]},
-        },
-        "results": {"warehouse": str(warehouse), "database": DATABASE},
-    }
-
-
 @pytest.fixture(scope="module")
 def seeded(spark, tmp_path_factory) -> dict[str, Path]:
     """A workspace whose results tables hold one run, "seed", of the plain files."""
-    root = tmp_path_factory.mktemp("bad_paths")
-    data = root / "data"
-    data.mkdir()
-    (data / "original.csv").write_text(to_csv(O))
-    (data / "synthetic.csv").write_text(to_csv(S))
-    workspace = {"root": root, "data": data, "warehouse": root / "warehouse"}
-    config = write_case(root / "seed", base_config(data, workspace["warehouse"]))
+    workspace = small_workspace(tmp_path_factory.mktemp("bad_paths"))
+    config = write_case(workspace["root"] / "seed", small_config(workspace, DATABASE, linkage=False))
     code, output = run_in_process(spark, ["--config", str(config), "--run-id", "seed"])
     assert code == 0, output
     return workspace
@@ -142,7 +122,7 @@ def seeded(spark, tmp_path_factory) -> dict[str, Path]:
 def make_case(seeded: dict[str, Path], name: str, changes: dict[str, Any], files: dict[str, str | bytes],
               links: dict[str, str] | None = None) -> Path:
     case_dir = seeded["root"] / name
-    config = write_case(case_dir, merged(base_config(seeded["data"], seeded["warehouse"]), changes), files)
+    config = write_case(case_dir, merged(small_config(seeded, DATABASE, linkage=False), changes), files)
     for link, target in (links or {}).items():
         (case_dir / link).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, case_dir / link)

@@ -53,3 +53,35 @@ def write_case(case_dir: Path, config: dict[str, Any] | None = None, files: dict
     else:
         path.write_text(config_text, encoding="utf-8")
     return path
+
+
+def small_workspace(root: Path) -> dict[str, Path]:
+    """root/data/original.csv and synthetic.csv (tables.base_frames()); root/warehouse."""
+    from tests.support.tables import base_frames, to_csv
+
+    original, synthetic = base_frames()
+    data = root / "data"
+    data.mkdir()
+    (data / "original.csv").write_text(to_csv(original))
+    (data / "synthetic.csv").write_text(to_csv(synthetic))
+    return {"root": root, "data": data, "warehouse": root / "warehouse"}
+
+
+def small_config(workspace: dict[str, Path], database: str, linkage: bool = True) -> dict[str, Any]:
+    """The seed metrics on small_workspace's files, results in `database`."""
+    metrics: dict[str, Any] = {
+        "row_direct_match": {},
+        "column_direct_match": {},
+        "knowledge_protection": {"known_variables": ["age", "city"]},
+    }
+    if linkage:
+        metrics["linkage"] = {"targets": ["age", "weight"], "blocking": ["group"]}
+    data = workspace["data"]
+    return {
+        "dataset": database,
+        "original": {"path": str(data / "original.csv")},
+        "synthetic": {"path": str(data / "synthetic.csv")},
+        "row_key": "id",
+        "metrics": metrics,
+        "results": {"warehouse": str(workspace["warehouse"]), "database": database},
+    }

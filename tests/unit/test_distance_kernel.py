@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privacy_eval.distance import kernel
 from privacy_eval.distance.kernel import TIE, cloaking_in_chunk
 
 
@@ -14,8 +15,15 @@ def brute(index: np.ndarray, queries: np.ndarray, r: np.ndarray) -> tuple[np.nda
     return (d < r[:, None] - tau).any(axis=1), (d <= r[:, None] + tau).sum(axis=1)
 
 
+# BALL_FACTOR 0 sends every full ball to the k-nearest route, inf every one to the ball
+# count: both routes must give the brute-force counts, whatever the estimate says.
+ROUTES = [0, kernel.BALL_FACTOR, np.inf]
+
+
+@pytest.mark.parametrize("ball_factor", ROUTES)
 @pytest.mark.parametrize("limit", [3, 20, 5000])
-def test_counts_are_exact_up_to_the_limit_and_exact_when_nothing_is_closer(limit):
+def test_counts_are_exact_up_to_the_limit_and_exact_when_nothing_is_closer(limit, ball_factor, monkeypatch):
+    monkeypatch.setattr(kernel, "BALL_FACTOR", ball_factor)
     rng = np.random.default_rng(11)
     index = rng.integers(0, 4, size=(600, 3)).astype(float)  # integer grid: many exact ties
     index[:150] = index[0]  # one point duplicated 150 times: a tie group past any small limit
@@ -29,6 +37,21 @@ def test_counts_are_exact_up_to_the_limit_and_exact_when_nothing_is_closer(limit
     assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
     assert (either[~closer] == want_either[~closer]).all()  # the hit needs the exact tie count
     assert (want_either > limit).any() or limit == 5000
+
+
+@pytest.mark.parametrize("ball_factor", ROUTES)
+def test_continuous_data_with_balls_of_every_size(ball_factor, monkeypatch):
+    monkeypatch.setattr(kernel, "BALL_FACTOR", ball_factor)
+    rng = np.random.default_rng(5)
+    index = rng.normal(size=(3000, 4))
+    queries = rng.normal(size=(400, 4))
+    r = rng.uniform(0.05, 2.5, len(queries))  # from empty balls to a third of the index
+    limit = 200
+    closer, either = cloaking_in_chunk(index, queries, r, limit)
+    want_closer, want_either = brute(index, queries, r)
+    assert (closer == want_closer).all()
+    assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
+    assert (want_either < 16).any() and (want_either > 4 * limit).any()
 
 
 def test_empty_sides():

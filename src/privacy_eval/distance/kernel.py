@@ -96,10 +96,13 @@ def cloaking_in_chunk(
     is exact up to `limit`; above it, it is `limit` or more, except where no point is
     closer, where it is exact (every point counted is then tied: the hit needs it).
 
-    A ball count costs as many steps as it counts, and counts grow with the data; the
-    counting here stops near the limit instead: nearest-neighbour queries bounded by
-    r_q + tau return the points in the ball, first a few (most balls hold few), then up
-    to `limit` for the queries that filled them.
+    A ball count costs as many steps as it counts, and counts grow with the data; a
+    k-nearest query costs about k steps, each dearer than a ball count's. So: a k = 16
+    query bounded by r_q + tau settles the balls that hold few; for the others, the
+    16th distance estimates the ball's count (16 (r_q / d_16)^dims, a uniform density);
+    balls estimated below BALL_FACTOR x limit are counted, the rest take a `limit`
+    query, whose cost does not grow with the ball. The estimate only routes the work:
+    both routes count the same points.
     """
     n, n_index = len(queries), len(index)
     closer = np.zeros(n, dtype=bool)
@@ -110,12 +113,17 @@ def cloaking_in_chunk(
     tau = TIE * np.maximum(1.0, r)
     outer = r + tau
     k = min(_FIRST_K, limit, n_index)
-    either[:], nearest_distance = _bounded_counts(tree, queries, outer, k)
+    either[:], nearest_distance, kth = _bounded_counts(tree, queries, outer, k)
     closer[:] = nearest_distance < r - tau
     full = np.flatnonzero(either >= k) if k < n_index else np.zeros(0, dtype=np.int64)
     if len(full) and k < min(limit, n_index):
+        with np.errstate(divide="ignore", over="ignore"):
+            estimate = k * (outer[full] / kth[full]) ** index.shape[1]
+        small = full[estimate <= BALL_FACTOR * limit]
+        either[small] = tree.query_ball_point(queries[small], outer[small], return_length=True)
+        full = full[estimate > BALL_FACTOR * limit]
         k = min(limit, n_index)
-        either[full], _ = _bounded_counts(tree, queries[full], outer[full], k)
+        either[full], _, _ = _bounded_counts(tree, queries[full], outer[full], k)
         full = full[either[full] >= k] if k < n_index else full[:0]
     tied_only = full[~closer[full]]
     if len(tied_only):
@@ -124,15 +132,22 @@ def cloaking_in_chunk(
 
 
 _FIRST_K = 16
+# A ball count is about 2.4x cheaper per point than a k-nearest query is per neighbour
+# (measured: 1e7 and 2e6 records of 5 coordinates, docs/benchmarks.md).
+BALL_FACTOR = 4
 _QUERY_BATCH = 4096
 
 
-def _bounded_counts(tree: cKDTree, queries: np.ndarray, outer: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per query, #points within its radius `outer` among its k nearest, and its nearest
-    distance. scipy takes one distance bound per call: queries go in batches of similar
-    radius (sorted), each bounded just above its largest radius."""
+def _bounded_counts(
+    tree: cKDTree, queries: np.ndarray, outer: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query, #points within its radius `outer` among its k nearest, its nearest
+    distance and its k-th (inf past the radius). scipy takes one distance bound per
+    call: queries go in batches of similar radius (sorted), each bounded just above its
+    largest radius."""
     found = np.zeros(len(queries), dtype=np.int64)
     nearest_distance = np.full(len(queries), np.inf)
+    kth = np.full(len(queries), np.inf)
     order = np.argsort(outer, kind="stable")
     for s in range(0, len(order), _QUERY_BATCH):
         batch = order[s : s + _QUERY_BATCH]
@@ -141,7 +156,8 @@ def _bounded_counts(tree: cKDTree, queries: np.ndarray, outer: np.ndarray, k: in
         d = np.asarray(d).reshape(len(batch), k)
         found[batch] = (d <= outer[batch, None]).sum(axis=1)
         nearest_distance[batch] = d[:, 0]
-    return found, nearest_distance
+        kth[batch] = d[:, -1]
+    return found, nearest_distance, kth
 
 
 def coordinate_names(k: int) -> list[str]:

@@ -27,6 +27,7 @@ from privacy_eval.errors import InputError
 CLOAKING = ("hidden_rate", "local_cloaking")
 CLOSEST = ("distance_to_closest_record", "nearest_neighbour_distance_ratio")
 HOLDOUT = "holdout_distance_share"
+EMPTY_HOLDOUT = "holdout: the table has no rows (holdout_distance_share needs records to compare with)"
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def distance_metrics(
         sizes = {side: _counted(frame) for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
         n, m = sizes["original"][0], sizes["synthetic"][0]
         if h is not None and sizes["holdout"][0] == 0:
-            raise InputError("holdout: the table has no rows (holdout_distance_share needs records to compare with)")
+            raise InputError(EMPTY_HOLDOUT)
         result: dict[str, Any] = {}
         if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
             near = nearest_distances(o, s, k, 2, Grid.sized(n, m, tasks)).persist(StorageLevel.MEMORY_AND_DISK)

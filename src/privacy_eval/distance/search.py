@@ -29,8 +29,11 @@ P, Q = "__p", "__q"
 ID = "__id"          # the query's identity (its row key)
 OWN = "__own"        # the chunk holding the query's own synthetic record (cloaking)
 RADIUS = "__r"
-# Index records per k-d tree: 2e6 points of 5 coordinates are ~80 MB with the tree.
-CHUNK_ROWS = 2_000_000
+# Index records per k-d tree. One tree answers a query for about what a tree of a fifth
+# of the records does (the cost is the tree's depth and the ball's boundary), so chunks
+# are as large as a Python worker holds comfortably: 1e7 points of 5 coordinates are
+# 400 MB, about 2 GB with the tree and the group's frame (docs/operations.md).
+CHUNK_ROWS = 10_000_000
 QUERY_ROWS = 1_000_000
 
 

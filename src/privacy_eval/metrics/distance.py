@@ -43,8 +43,10 @@ def _check(inputs: EvaluationInputs, config: DistanceConfig) -> None:
         return
     if inputs.holdout is None:
         raise InputError("metrics.distance.holdout_distance_share needs a 'holdout' table")
+    from privacy_eval.distance.metrics import EMPTY_HOLDOUT
+
     if inputs.holdout.isEmpty():  # before the types: a header-only CSV reads as text
-        raise InputError("holdout: the table has no rows (holdout_distance_share needs records to compare with)")
+        raise InputError(EMPTY_HOLDOUT)
     fields = {f.name: f.dataType for f in inputs.holdout.schema.fields}
     for name in distance_columns(inputs, config):
         if name not in fields:
