@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -21,6 +22,26 @@ def submit(config: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
 
 
+# A line of Spark's own log at WARN (the pattern of Spark's default log4j2 configuration
+# and of src/privacy_eval/log4j2.properties): logger, then message.
+SPARK_WARNING = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d WARN (\S+): (.*)$", re.MULTILINE)
+# The only ones a normal run may print: about the machine, not the job (docs/operations.md,
+# "Spark's warnings"). pyspark's jars carry no native Hadoop library.
+MACHINE_WARNINGS = {"NativeCodeLoader": "Unable to load native-hadoop library for your platform"}
+
+
+def job_warnings(run: subprocess.CompletedProcess) -> list[str]:
+    """Spark's WARN lines of `run` other than MACHINE_WARNINGS, e.g. about the job's own
+    plans ("Broadcasting large task binary with size ...", "Truncated the string
+    representation of a plan ..."): a user reads each as a problem of the run."""
+    lines = []
+    for match in SPARK_WARNING.finditer(run.stdout + run.stderr):
+        logger, message = match.groups()
+        if not (logger in MACHINE_WARNINGS and message.startswith(MACHINE_WARNINGS[logger])):
+            lines.append(match.group(0))
+    return lines
+
+
 def test_examples_land_in_the_results_tables(tmp_path):
     warehouse = tmp_path / "wh"
     wh = ["--set", f"results.warehouse={warehouse}"]
@@ -28,10 +49,12 @@ def test_examples_land_in_the_results_tables(tmp_path):
     first = submit("wbcd.yaml", "--run-id", "r1", *wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "row_direct_match_protection" in first.stdout and "run_id r1" in first.stdout
+    assert job_warnings(first) == []
     # An Airflow-style run id, with ':' and '+' in it.
     airflow_id = "manual__2026-11-29T12:34:15.676400+00:00"
     second = submit("aids.yaml", "--run-id", airflow_id, *wh)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert job_warnings(second) == []
     # Re-running r1 with another target replaces its rows instead of adding to them.
     again = submit("wbcd.yaml", "--run-id", "r1", *wh, "--set", "metrics.row_direct_match.target=99")
     assert again.returncode == 0, again.stderr[-3000:]
