@@ -3,6 +3,7 @@
     scripts/bench --rows 1000000 [--seed 0] [--data bench-data] [--master local[2]]
     scripts/bench --linkage --rows N      the linkage attack against numpy + cKDTree
     scripts/bench --distance --rows N     the distance metrics against numpy + cKDTree (bench_distance.py)
+    scripts/bench --small [--runs 3]      the WBCD job against a bare read-and-count, whole processes (bench_small.py)
 
 Generates a seeded original/synthetic pair with tests/support/datagen.py (the property test's
 generator), writes it as Parquet, then times, in this one run:
@@ -316,11 +317,21 @@ def main() -> int:
     parser.add_argument("--no-repeat", action="store_true", help="--distance: leave out the repeated Spark run")
     parser.add_argument("--profile", action="store_true", help="--distance: also time the Spark steps one by one")
     parser.add_argument("--redraw", type=float, default=0.0, help="--distance: share of synthetic records with a redrawn category")
+    parser.add_argument("--small", action="store_true",
+                        help="benchmark the bundled WBCD job (seed metrics) against a bare Spark read-and-count")
+    parser.add_argument("--runs", type=int, default=3, help="--small: timed runs of each process (median reported)")
+    parser.add_argument("--out", help="--small: output folder (default: a new temporary folder)")
+    parser.add_argument("--jobs", action="store_true", help="--small: also count the Spark jobs of each phase")
     args = parser.parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("privacy_eval").setLevel(logging.INFO)
 
+    if args.small:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import bench_small
+
+        return bench_small.main_small(args)
     if args.distance:
         sys.path.insert(0, str(ROOT / "scripts"))
         import bench_distance

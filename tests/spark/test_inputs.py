@@ -150,6 +150,31 @@ def test_position_is_exact_on_a_split_multi_file_input(spark, sql_conf, tmp_path
     assert joined.filter(F.col("o.pos") != F.col("s.pos")).count() == 0
 
 
+def test_position_of_one_file_in_one_split_and_in_several(spark, sql_conf, tmp_path):
+    """One file read as one partition takes the positions straight from the row ids
+    (no split collect, no join); the same file cut into several splits takes the
+    general path. Both must give every row the number written in it."""
+    path = tmp_path / "one.csv"
+    pos = np.arange(60_000)
+    pd.DataFrame({"pos": pos, "v": pos % 7}).to_csv(path, index=False)
+
+    def wrong_positions(frame) -> tuple[int, int]:
+        row = frame.agg(
+            F.count(F.lit(1)).alias("n"), F.count(F.when(F.col(POSITION) != F.col("pos"), 1)).alias("wrong")
+        ).collect()[0]
+        return row["n"], row["wrong"]
+
+    whole = read_table(spark, Source(path=str(path)), "original", with_position=True)
+    assert whole.rdd.getNumPartitions() == 1
+    assert "Join" not in whole._jdf.queryExecution().optimizedPlan().toString()
+    assert wrong_positions(whole) == (len(pos), 0)
+
+    sql_conf({"spark.sql.files.maxPartitionBytes": str(64 << 10), "spark.sql.files.openCostInBytes": "0"})
+    split = read_table(spark, Source(path=str(path)), "original", with_position=True)
+    assert split.rdd.getNumPartitions() > 3
+    assert wrong_positions(split) == (len(pos), 0)
+
+
 def test_paired_keys_are_counted_by_the_key_check(spark):
     # keys 1..4 against 3..7: 3 and 4 are on both sides
     o, s = frames(spark, [(k, k) for k in (1, 2, 3, 4)], "id long, x long",
@@ -336,3 +361,16 @@ def test_quotes_that_close_on_their_line_are_not_line_breaks(spark, tmp_path):
         read_table(spark, Source(path=str(tmp_path / "m.csv")), "original")
     multi = Source(path=str(tmp_path / "m.csv"), options={"multiLine": True, "escape": '"'})
     assert read_table(spark, multi, "original").count() == 1
+
+
+def test_a_line_break_deep_in_a_file_of_many_splits_is_found(spark, sql_conf, tmp_path):
+    """The check reads a file of one partition and one of several in two ways (one Spark
+    job, or all partitions in one job): both find the broken line, here near the end."""
+    rows = "".join(f"{i},x{i}\n" for i in range(20_000))
+    (tmp_path / "m.csv").write_text("id,x\n" + rows + '20000,"a\nb"\n')
+    (tmp_path / "ok.csv").write_text("id,x\n" + rows)
+    sql_conf({"spark.sql.files.maxPartitionBytes": str(16 << 10), "spark.sql.files.openCostInBytes": "0"})
+    assert spark.read.text(str(tmp_path / "m.csv")).rdd.getNumPartitions() > 3
+    with pytest.raises(InputError, match="spans lines"):
+        read_table(spark, Source(path=str(tmp_path / "m.csv")), "original")
+    assert read_table(spark, Source(path=str(tmp_path / "ok.csv")), "original").count() == 20_000
