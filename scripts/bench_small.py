@@ -129,12 +129,15 @@ def derived_config(folder: Path) -> tuple[Path, dict]:
 
 
 def run(command: list[str], log: Path) -> tuple[float, subprocess.CompletedProcess, float]:
-    """Run `command` in the project folder (as scripts/example does); its output goes to `log` too."""
+    """Run `command` in the project folder (as scripts/example does); its output goes to `log` too;
+    a failed run ends the benchmark."""
     started_at = time.time()
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
     seconds = time.perf_counter() - started
     log.write_text(f"$ {' '.join(command)}\n# {seconds:.1f} s, exit {done.returncode}\n{done.stdout}{done.stderr}")
+    if done.returncode != 0:  # a failed run times nothing: stop with its output's tail (exit 1)
+        raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])
     return seconds, done, started_at
 
 
@@ -182,11 +185,11 @@ def main_small(args) -> int:
     config_path, config = derived_config(folder)
     bare_path = folder / "bare_count.py"
     bare_path.write_text(BARE)
-    from privacy_eval.reading import _DEFAULT_OPTIONS, _option_text
+    from privacy_eval.reading import read_options
 
     bare_args = []
     for side in ("original", "synthetic"):
-        options = {**_DEFAULT_OPTIONS["csv"], **{k: _option_text(v) for k, v in config[side].get("options", {}).items()}}
+        options = read_options("csv", config[side].get("options", {}))
         bare_args += [config[side]["path"], json.dumps(options)]
     submit = [str(SPARK_SUBMIT), "--master", args.master, "--properties-file", str(PROPERTIES)]
     job_command = [*submit, str(JOB), "--config", str(config_path)]
@@ -195,24 +198,15 @@ def main_small(args) -> int:
     print(f"output folder (config, bare script, results warehouse): {folder}", file=sys.stderr)
     print("warm-up: one run of each, not timed", file=sys.stderr)
     for command, log in ((job_command + ["--run-id", "bench-small-warmup"], "job-warmup.log"), (bare_command, "bare-warmup.log")):
-        _, done, _ = run(command, folder / log)
-        if done.returncode != 0:
-            print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
-            return 1
+        run(command, folder / log)
 
     job_runs, bare_runs, errors = [], [], []
     for i in range(args.runs):
         seconds, done, started_at = run(job_command + ["--run-id", f"bench-small-{i}"], folder / f"job-{i + 1}.log")
-        if done.returncode != 0:
-            print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
-            return 1
         rows = ROWS.search(done.stdout + done.stderr)
         job_runs.append((seconds, done, started_at, tuple(map(int, rows.groups())) if rows else None))
         print(f"job run {i + 1}: {seconds:.1f} s", file=sys.stderr)
         seconds, done, _ = run(bare_command, folder / f"bare-{i + 1}.log")
-        if done.returncode != 0:
-            print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
-            return 1
         counts = tuple(int(x) for x in done.stdout.split("counts", 1)[1].split())
         bare_runs.append((seconds, counts))
         print(f"bare run {i + 1}: {seconds:.1f} s", file=sys.stderr)

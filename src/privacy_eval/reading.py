@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -71,7 +71,7 @@ def read_table(spark: SparkSession, source: Source, side: str, with_position: bo
     path = source.path
     assert path is not None
     fmt = source.format or _format_from_path(path, side)
-    options = {**_DEFAULT_OPTIONS.get(fmt, {}), **{k: _option_text(v) for k, v in source.options.items()}}
+    options = read_options(fmt, source.options)
     local = "://" not in path and not path.startswith("file:")
     if local:
         _check_local_files(path, fmt, side)
@@ -305,6 +305,12 @@ def _format_from_path(path: str, side: str) -> str:
         f"{side}: cannot tell the format of {path} from its name; set '{side}.format' "
         f"to one of {', '.join(FORMATS)}"
     )
+
+
+def read_options(fmt: str, configured: Mapping[str, object]) -> dict[str, str]:
+    """The reader options the job passes to Spark for a `fmt` source: its defaults, then
+    the configured ones as text."""
+    return {**_DEFAULT_OPTIONS.get(fmt, {}), **{k: _option_text(v) for k, v in configured.items()}}
 
 
 def _option_text(value: object) -> str:

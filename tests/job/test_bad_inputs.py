@@ -226,7 +226,7 @@ def workspace(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def seeded(spark, workspace) -> dict[str, Path]:
     """The workspace after one successful run: the results tables exist and hold a run."""
-    seed = merged(small_config(workspace, DATABASE), {"metrics": {"linkage": DELETE}})
+    seed = small_config(workspace, DATABASE, linkage=False)
     config = write_case(workspace["root"] / "seed", seed)
     code, output = run_in_process(spark, ["--config", str(config), "--run-id", "seed"])
     assert code == 0, output

@@ -119,9 +119,9 @@ def cloaking_in_chunk(
     if len(full) and k < min(limit, n_index):
         with np.errstate(divide="ignore", over="ignore"):
             estimate = k * (outer[full] / kth[full]) ** index.shape[1]
-        small = full[estimate <= BALL_FACTOR * limit]
+        by_ball = estimate <= BALL_FACTOR * limit
+        small, full = full[by_ball], full[~by_ball]
         either[small] = tree.query_ball_point(queries[small], outer[small], return_length=True)
-        full = full[estimate > BALL_FACTOR * limit]
         k = min(limit, n_index)
         either[full], _, _ = _bounded_counts(tree, queries[full], outer[full], k)
         full = full[either[full] >= k] if k < n_index else full[:0]
