@@ -4,6 +4,8 @@
     scripts/bench --linkage --rows N      the linkage attack against numpy + cKDTree
     scripts/bench --distance --rows N     the distance metrics against numpy + cKDTree (bench_distance.py)
     scripts/bench --small [--runs 3]      the WBCD job against a bare read-and-count, whole processes (bench_small.py)
+    scripts/bench --rows N --processes [--runs 3]
+                                          the job (spark-submit) against DuckDB, whole processes (bench_processes.py)
 
 Generates a seeded original/synthetic pair with tests/support/datagen.py (the property test's
 generator), writes it as Parquet, then times, in this one run:
@@ -38,14 +40,37 @@ KNOWN = datagen.KNOWN
 NUMERIC = datagen.NUMERIC
 
 
+# Above this many rows per side the data is generated and written in parts of this size
+# (seed + part number, keys offset), so that 1e8 rows never sit in pandas at once.
+PART_ROWS = 10_000_000
+
+
 def generate(rows: int, seed: int, folder: Path) -> tuple[Path, Path]:
+    """Parquet files of `rows` rows per side; above PART_ROWS, a folder of part files
+    per side (duplicates and leaks then fall within a part: the counts differ from a
+    one-piece generation, and every engine reads the same parts)."""
     folder.mkdir(parents=True, exist_ok=True)
     original_path, synthetic_path = folder / f"original-{rows}-{seed}.parquet", folder / f"synthetic-{rows}-{seed}.parquet"
-    if not (original_path.exists() and synthetic_path.exists()):
+    if original_path.exists() and synthetic_path.exists():
+        return original_path, synthetic_path
+    if rows <= PART_ROWS:
         original, synthetic = datagen.generate(rows, seed)
         original.to_parquet(original_path, index=False)
         synthetic.to_parquet(synthetic_path, index=False)
+        return original_path, synthetic_path
+    for path in (original_path, synthetic_path):
+        path.mkdir()
+    for part, start in enumerate(range(0, rows, PART_ROWS)):
+        original, synthetic = datagen.generate(min(PART_ROWS, rows - start), seed + part)
+        for frame, path in ((original, original_path), (synthetic, synthetic_path)):
+            frame["id"] += start
+            frame.to_parquet(path / f"part-{part:05d}.parquet", index=False)
     return original_path, synthetic_path
+
+
+def parquet_glob(path: Path) -> str:
+    """What DuckDB's read_parquet needs for a file or a folder of parts."""
+    return str(path / "*.parquet") if path.is_dir() else str(path)
 
 
 def timed(fn):
@@ -75,8 +100,8 @@ def run_duckdb(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
 
     def work():
         con = duckdb.connect()
-        con.execute(f"CREATE VIEW o AS SELECT * FROM read_parquet('{original_path}')")
-        con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{synthetic_path}')")
+        con.execute(f"CREATE VIEW o AS SELECT * FROM read_parquet('{parquet_glob(original_path)}')")
+        con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{parquet_glob(synthetic_path)}')")
         cols = ", ".join(COLUMNS)
         con.execute(f"CREATE TEMP TABLE u AS SELECT {cols} FROM o GROUP BY ALL HAVING count(*) = 1")
         reproduced = con.execute(f"SELECT count(*) FROM u SEMI JOIN s ON {same('u', 's', COLUMNS)}").fetchone()[0]
@@ -311,7 +336,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", default=str(ROOT / "bench-data"))
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="12g",
+                        help="the exact metrics' Spark driver memory (conf/spark/local.conf has 4g)")
     parser.add_argument("--skip-pandas", action="store_true", help="leave out the pandas reference")
+    parser.add_argument("--skip-binning", action="store_true", help="leave out the KPR binning comparison")
     parser.add_argument("--linkage", action="store_true", help="benchmark the linkage attack instead")
     parser.add_argument("--distance", action="store_true", help="benchmark the distance metrics instead")
     parser.add_argument("--no-repeat", action="store_true", help="--distance: leave out the repeated Spark run")
@@ -319,8 +347,11 @@ def main() -> int:
     parser.add_argument("--redraw", type=float, default=0.0, help="--distance: share of synthetic records with a redrawn category")
     parser.add_argument("--small", action="store_true",
                         help="benchmark the bundled WBCD job (seed metrics) against a bare Spark read-and-count")
-    parser.add_argument("--runs", type=int, default=3, help="--small: timed runs of each process (median reported)")
-    parser.add_argument("--out", help="--small: output folder (default: a new temporary folder)")
+    parser.add_argument("--processes", action="store_true",
+                        help="time the job (spark-submit) and DuckDB as whole processes instead")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="--small, --processes: timed runs of each process (median reported)")
+    parser.add_argument("--out", help="--small, --processes: output folder (default: a new temporary folder)")
     parser.add_argument("--jobs", action="store_true", help="--small: also count the Spark jobs of each phase")
     args = parser.parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
@@ -341,12 +372,17 @@ def main() -> int:
     print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
     if args.linkage:
         return main_linkage(args, original_path, synthetic_path)
+    if args.processes:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import bench_processes
+
+        return bench_processes.main_processes(args, original_path, synthetic_path, KNOWN)
 
     from privacy_eval.session import build_session
 
     spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
         "spark.master": args.master,
-        "spark.driver.memory": "12g",
+        "spark.driver.memory": args.driver_memory,
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.enabled": "false",
     }))
@@ -355,33 +391,37 @@ def main() -> int:
     run_spark(spark, *generate(2_000, args.seed, Path(args.data)))
 
     rows = []
-    spark_result, spark_s = run_spark(spark, original_path, synthetic_path)
+    with PeakMemory() as peak:
+        spark_result, spark_s = run_spark(spark, original_path, synthetic_path)
     rows.append(("Spark (privacy_eval)", spark_s, spark_result))
     duck_result, duck_s = run_duckdb(original_path, synthetic_path)
     rows.append(("DuckDB", duck_s, duck_result))
     if not args.skip_pandas:
         pandas_result, pandas_s = run_pandas(original_path, synthetic_path)
         rows.append(("pandas (tests/support/reference.py)", pandas_s, pandas_result))
-    binning = run_binning(spark, synthetic_path)
+    binning = {} if args.skip_binning else run_binning(spark, synthetic_path)
     spark.stop()
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
+          f"Spark master {args.master}, driver memory {args.driver_memory}; Spark session start "
+          f"{session_s:.1f} s (not included below); peak resident memory of the JVM during the "
+          f"Spark run {peak.jvm / 2**20:,.0f} MiB")
     print()
     print("| engine | rows per side | wall time (s) | vs DuckDB | reproduced | exposed |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, seconds, result in rows:
         print(f"| {name} | {args.rows:,} | {seconds:.1f} | {seconds / duck_s:.2f}x | "
               f"{result['reproduced']} | {result['exposed']} |")
-    print()
-    print("| KPR binning + profile count (synthetic side, cached) | seconds (best of 2) | unique profiles |")
-    print("|---|---:|---:|")
-    for name, (count, seconds) in binning.items():
-        print(f"| {name} | {seconds:.2f} | {count} |")
+    if binning:
+        print()
+        print("| KPR binning + profile count (synthetic side, cached) | seconds (best of 2) | unique profiles |")
+        print("|---|---:|---:|")
+        for name, (count, seconds) in binning.items():
+            print(f"| {name} | {seconds:.2f} | {count} |")
 
     first = rows[0][2]
     disagreements = [name for name, _, result in rows[1:] if result != first]
-    if len({count for count, _ in binning.values()}) != 1:
+    if len({count for count, _ in binning.values()}) > 1:
         disagreements.append("binning variants")
     if disagreements:
         print(f"\nERROR: results differ from Spark's: {', '.join(disagreements)}", file=sys.stderr)

@@ -21,10 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from privacy_eval.config import POSITION_KEY, Config, MetricsConfig
-from privacy_eval.frames import N_ORIGINAL, occurrence_counts, occurring_once
+from privacy_eval.frames import cached_row_occurrences, occurring_once
 from privacy_eval.inputs import EvaluationInputs, prepare_inputs
 from privacy_eval.metrics import Metric, Shared, configured
 from privacy_eval.reading import POSITION, read_table, rereads_cheaply
@@ -122,8 +121,6 @@ def _shared_steps(shared: Shared, metrics: list[Metric]) -> None:
             shared.note(f"alignment: {shared.alignment.reason()}")
     if any(metric.needs_occurrences for metric in metrics):
         with phase("rows of both tables with their occurrences"):
-            # One aggregation serves RDMP and gives U to KPR: computed and cached once.
-            columns = list(inputs.columns)
-            shared.occurrences = occurrence_counts(inputs.original, inputs.synthetic, columns).cache()
-            shared.n_singletons = shared.occurrences.filter(F.col(N_ORIGINAL) == 1).count()
-            shared.singletons = occurring_once(shared.occurrences, columns)
+            # One aggregation serves RDMP and KPR: computed and cached once.
+            shared.occurrences = cached_row_occurrences(inputs.original, inputs.synthetic, inputs.columns)
+            shared.n_singletons = occurring_once(shared.occurrences).count()

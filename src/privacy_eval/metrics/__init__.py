@@ -49,8 +49,8 @@ class Shared:
     and the warnings the metrics raise.
 
     - `occurrences`: every distinct row of both tables with its counts per side
-      (frames.occurrence_counts), cached; Row Direct Match Protection reads it, and the
-      Knowledge Protection Rate reads U (`singletons`, `n_singletons`) from it.
+      (frames.cached_row_occurrences); Row Direct Match Protection and the Knowledge
+      Protection Rate read it, and `n_singletons` (|U|) is counted from it once.
     - `alignment`: the inputs' alignment check, for the metrics that trust the row key;
       their rows go through `with_alignment`.
     """
@@ -60,7 +60,6 @@ class Shared:
         self.warnings = warnings
         self.alignment: AlignmentResult | None = None
         self.occurrences: DataFrame | None = None
-        self.singletons: DataFrame | None = None
         self.n_singletons = 0
 
     def note(self, message: str) -> None:

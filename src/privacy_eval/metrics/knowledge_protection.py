@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import KnowledgeProtectionConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts, qcol
+from privacy_eval.frames import INTERNAL_PREFIX, N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol
 from privacy_eval.metrics import Metric, Shared, require_compared
 from privacy_eval.results import MetricRow
 
@@ -27,6 +27,7 @@ NAME = "knowledge_protection_rate"
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest values of a known variable in U from which its grid (step, origin) is published.
 MIN_GRID_SUPPORT = 10
+_SINGLETONS = INTERNAL_PREFIX + "singletons"  # U rows with a given profile
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,15 @@ def bin_column(grid: BinGrid) -> Column:
     return F.when(infinite, t).otherwise(floored).alias(grid.variable)
 
 
-def profiles(frame: DataFrame, known: Sequence[str], grids: Sequence[BinGrid]) -> DataFrame:
-    """Each record's tuple over the known variables, numeric ones binned."""
+def profiles(frame: DataFrame, known: Sequence[str], grids: Sequence[BinGrid], keep: Sequence[str] = ()) -> DataFrame:
+    """Each record's tuple over the known variables, numeric ones binned (and the
+    columns `keep` as they are)."""
     by_name = {g.variable: g for g in grids}
-    return frame.select(*(bin_column(by_name[v]) if v in by_name else qcol(v) for v in known))
+    return frame.select(*(bin_column(by_name[v]) if v in by_name else qcol(v) for v in known), *keep)
 
 
 def knowledge_protection_rate(
-    singletons: DataFrame,
-    synthetic: DataFrame,
+    occurrences: DataFrame,
     known: Sequence[str],
     numeric: Sequence[str],
     n_original: int,
@@ -161,28 +162,33 @@ def knowledge_protection_rate(
 ) -> KnowledgeProtectionResult:
     """KPR = 100 * (1 - |S| / n), S = singletons whose binned profile is in B_1.
 
-    `singletons` is U, shared with Row Direct Match Protection. `numeric` names the
-    known variables to bin; the others are compared as they are.
+    `occurrences` is frames.occurrence_counts of the two tables, shared with Row Direct
+    Match Protection: each distinct row with its count on each side. Its rows with
+    N_ORIGINAL == 1 are U. Grouped by binned profile, the N_SYNTHETIC counts add up to
+    how often the profile occurs in the synthetic table (B_1 where that is 1), and the
+    U rows in the group are the singletons it exposes: neither table is read again.
+    `numeric` names the known variables to bin; the others are compared as they are.
     """
-    numeric_known = [v for v in known if v in set(numeric)]
-    grids = bin_grids(singletons, numeric_known, bin_width or {}) if n_singletons else ()
     if n_singletons == 0:
         # Everybody has a twin in the original: nobody can be singled out.
         return KnowledgeProtectionResult(n_original, 0, 0, 0, tuple(known), ())
-    # Profiles of U and of the synthetic table counted together: a profile with
-    # N_SYNTHETIC == 1 is in B_1, and its N_ORIGINAL singletons are exposed.
-    counts = occurrence_counts(
-        profiles(singletons, known, grids), profiles(synthetic, known, grids), known
-    ).filter(F.col(N_SYNTHETIC) == 1).agg(
+    numeric_known = [v for v in known if v in set(numeric)]
+    grids = bin_grids(occurring_once(occurrences), numeric_known, bin_width or {})
+    per_profile = profiles(occurrences, known, grids, keep=(N_ORIGINAL, N_SYNTHETIC)).groupBy(
+        *(qcol(v) for v in known)
+    ).agg(
+        F.sum(N_SYNTHETIC).alias(N_SYNTHETIC),
+        F.count(F.when(F.col(N_ORIGINAL) == 1, 1)).alias(_SINGLETONS),
+    )
+    counts = per_profile.filter(F.col(N_SYNTHETIC) == 1).agg(
         F.count(F.lit(1)).alias("unique_profiles"),
-        F.coalesce(F.sum(N_ORIGINAL), F.lit(0)).alias("exposed"),
+        F.coalesce(F.sum(_SINGLETONS), F.lit(0)).alias("exposed"),
     ).collect()[0]
-    n_unique_profiles, exposed = int(counts["unique_profiles"]), int(counts["exposed"])
     return KnowledgeProtectionResult(
         n_original=n_original,
         n_singletons=n_singletons,
-        exposed=exposed,
-        unique_synthetic_profiles=n_unique_profiles,
+        exposed=int(counts["exposed"]),
+        unique_synthetic_profiles=int(counts["unique_profiles"]),
         known_variables=tuple(known),
         grids=grids,
     )
@@ -201,9 +207,9 @@ def _check(inputs: EvaluationInputs, config: KnowledgeProtectionConfig) -> None:
 
 def _compute(shared: Shared, config: KnowledgeProtectionConfig) -> KnowledgeProtectionResult:
     inputs = shared.inputs
-    assert shared.singletons is not None
+    assert shared.occurrences is not None
     return knowledge_protection_rate(
-        shared.singletons, inputs.synthetic, config.known_variables, sorted(inputs.numeric),
+        shared.occurrences, config.known_variables, sorted(inputs.numeric),
         inputs.n_original, shared.n_singletons, config.bin_width,
     )
 
