@@ -28,6 +28,8 @@ import pyarrow.parquet as pq
 import yaml
 from bench_small import JOB, PROPERTIES, ROOT, SPARK_SUBMIT, job_phases, run
 
+from privacy_eval.results import COLUMN_PROTECTION, METRIC_RESULTS, partition_folder_name
+
 DATABASE = "privacy_eval_bench"
 
 DUCKDB = """\
@@ -61,9 +63,9 @@ def job_config(folder: Path, original: Path, synthetic: Path, known: list[str]) 
 def job_counts(folder: Path, run_id: str) -> dict:
     """What bench.run_duckdb returns, from the job's results tables for `run_id`."""
     tables = folder / "warehouse" / f"{DATABASE}.db"
-    partition = f"run_id={run_id}"
-    metrics = pq.read_table(tables / "metric_results" / partition).to_pylist()
-    columns = pq.read_table(tables / "column_protection" / partition).to_pylist()
+    partition = partition_folder_name(run_id)
+    metrics = pq.read_table(tables / METRIC_RESULTS / partition).to_pylist()
+    columns = pq.read_table(tables / COLUMN_PROTECTION / partition).to_pylist()
     by_name = {row["metric"]: row for row in metrics}
     return {
         "reproduced": by_name["row_direct_match_protection"]["numerator"],

@@ -295,6 +295,24 @@ def test_collect_grouped_by_key_restores_the_session_setting(spark):
         spark.conf.unset(_BYPASS_PARTIAL)
 
 
+def test_cached_row_occurrences_counts_like_occurrence_counts_and_restores_the_setting(spark):
+    from privacy_eval.frames import _BYPASS_PARTIAL, cached_row_occurrences, occurrence_counts
+
+    original = spark.createDataFrame([(1, "a"), (1, "a"), (2, None), (3, "c")], "x long, y string")
+    synthetic = spark.createDataFrame([(2, None), (2, None), (4, "d")], "x long, y string")
+    before = spark.conf.get(_BYPASS_PARTIAL, None)
+    cached = cached_row_occurrences(original, synthetic, ["x", "y"])
+    try:
+        assert cached.is_cached and spark.conf.get(_BYPASS_PARTIAL, None) == before
+        assert_df_equality(cached, occurrence_counts(original, synthetic, ["x", "y"]), ignore_row_order=True)
+        # (x, y, in the original, in the synthetic table), by hand
+        assert sorted(map(tuple, cached.collect()), key=str) == sorted(
+            [(1, "a", 2, 0), (2, None, 1, 2), (3, "c", 1, 0), (4, "d", 0, 1)], key=str
+        )
+    finally:
+        cached.unpersist()
+
+
 def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):
     from privacy_eval.config import Config, MetricsConfig, RowDirectMatchConfig
     from privacy_eval.evaluation import load_inputs
