@@ -17,16 +17,13 @@ results tables, must equal DuckDB's; the script fails otherwise.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from bench_small import JOB, PROPERTIES, ROOT, SPARK_SUBMIT, job_phases, run
+from bench_small import JOB, PROPERTIES, ROOT, SPARK_SUBMIT, alternate, disagreements, ratio_report
 
 from privacy_eval.results import COLUMN_PROTECTION, METRIC_RESULTS, partition_folder_name
 
@@ -84,51 +81,26 @@ def main_processes(args, original: Path, synthetic: Path, known: list[str]) -> i
                    str(JOB), "--config", str(config_path)]
     duck_command = [sys.executable, str(duck_path), str(original), str(synthetic)]
 
-    print(f"output folder (config, results warehouse, logs): {folder}", file=sys.stderr)
-    run(job_command + ["--run-id", "warmup"], folder / "job-warmup.log")
-    run(duck_command, folder / "duckdb-warmup.log")
-    job_runs, duck_runs, errors = [], [], []
-    for i in range(args.runs):
-        run_id = f"run-{i + 1}"
-        seconds, done, started_at = run(job_command + ["--run-id", run_id], folder / f"job-{i + 1}.log")
-        job_runs.append((seconds, done, started_at, job_counts(folder, run_id)))
-        print(f"job run {i + 1}: {seconds:.1f} s", file=sys.stderr)
-        seconds, done, _ = run(duck_command, folder / f"duckdb-{i + 1}.log")
-        duck_runs.append((seconds, json.loads(done.stdout.split("DUCKDB", 1)[1])))
-        print(f"DuckDB run {i + 1}: {seconds:.1f} s", file=sys.stderr)
+    def duckdb_counts(done) -> dict:
+        return json.loads(done.stdout.split("DUCKDB", 1)[1])
 
-    for _, _, _, counts in job_runs:
-        for _, duck in duck_runs:
-            if counts != duck:
-                errors.append(f"the job's counts {counts} differ from DuckDB's {duck}")
-    job_median = statistics.median(s for s, *_ in job_runs)
-    duck_median = statistics.median(s for s, _ in duck_runs)
-    median_run = sorted(job_runs, key=lambda r: r[0])[len(job_runs) // 2]
+    print(f"output folder (config, results warehouse, logs): {folder}", file=sys.stderr)
+    job_runs, duck_runs = alternate(
+        folder, job_command, duck_command, "duckdb", args.runs, lambda done, run_id: job_counts(folder, run_id),
+        duckdb_counts,
+    )
+    errors = disagreements(job_runs, duck_runs, "counts", "DuckDB")
     counts = job_runs[0][3]
-    lines = [
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"spark-submit --master {args.master} --properties-file conf/spark/local.conf; "
-        f"load average at the end {os.getloadavg()[0]:.2f}",
-        "",
-        f"| process ({args.rows:,} rows per side, process start included) | runs (s) | median (s) | vs DuckDB |",
-        "|---|---|---:|---:|",
-        f"| job: RDMP + CDMP + KPR | {', '.join(f'{s:.1f}' for s, *_ in job_runs)} | {job_median:.1f} | "
-        f"**{job_median / duck_median:.2f}x** |",
-        f"| DuckDB (bench.run_duckdb) | {', '.join(f'{s:.1f}' for s, _ in duck_runs)} | {duck_median:.1f} | 1.00x |",
-        "",
+    lines, _ = ratio_report(
+        args.master, f"| process ({args.rows:,} rows per side, process start included) | runs (s) | median (s) | vs DuckDB |",
+        "job: RDMP + CDMP + KPR", job_runs, "DuckDB (bench.run_duckdb)", duck_runs,
         f"counts (every run, both engines): reproduced {counts['reproduced']}, exposed {counts['exposed']}, "
         f"matches {counts['matches']}",
-        "",
-        f"job's phases, median run ({median_run[0]:.1f} s):",
-        "",
-        "| phase | seconds |",
-        "|---|---:|",
-        *(f"| {name} | {seconds:.1f} |" for name, seconds in job_phases(median_run[1], median_run[2], median_run[0])),
-    ]
+    )
     print("\n".join(lines), flush=True)
     (folder / "processes_bench.md").write_text("\n".join(lines) + "\n")
     if errors:
-        print("\nERROR: " + "; ".join(sorted(set(errors))), file=sys.stderr)
+        print("\nERROR: " + "; ".join(errors), file=sys.stderr)
         return 1
     print("\nthe job and DuckDB agree on every count in every run")
     return 0

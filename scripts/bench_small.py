@@ -30,8 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -179,6 +181,67 @@ def count_jobs(config_path: Path, master: str) -> tuple[list[tuple[str, float, i
     return phases, total
 
 
+def alternate(
+    folder: Path, job_command: list[str], other_command: list[str], other: str, runs: int,
+    job_result: Callable[[subprocess.CompletedProcess, str], Any],
+    other_result: Callable[[subprocess.CompletedProcess], Any],
+) -> tuple[list[tuple], list[tuple]]:
+    """One untimed warm-up of each command, then `runs` turns of the job and the `other`
+    (logs job-N.log and <other>-N.log in `folder`). The job's runs as (seconds, done,
+    started_at, job_result(done, run id)), the other's as (seconds, other_result(done))."""
+    print("warm-up: one run of each, not timed", file=sys.stderr)
+    run(job_command + ["--run-id", "warmup"], folder / "job-warmup.log")
+    run(other_command, folder / f"{other}-warmup.log")
+    job_runs, other_runs = [], []
+    for i in range(1, runs + 1):
+        seconds, done, started_at = run(job_command + ["--run-id", f"run-{i}"], folder / f"job-{i}.log")
+        job_runs.append((seconds, done, started_at, job_result(done, f"run-{i}")))
+        print(f"job run {i}: {seconds:.1f} s", file=sys.stderr)
+        seconds, done, _ = run(other_command, folder / f"{other}-{i}.log")
+        other_runs.append((seconds, other_result(done)))
+        print(f"{other} run {i}: {seconds:.1f} s", file=sys.stderr)
+    return job_runs, other_runs
+
+
+def disagreements(job_runs: list[tuple], other_runs: list[tuple], what: str, other: str) -> list[str]:
+    """Every pair of a job run and an other run whose results differ, said once each."""
+    return sorted({
+        f"the job's {what} {job[3]} differ from the {other} {what} {theirs[1]}"
+        for job in job_runs for theirs in other_runs if job[3] != theirs[1]
+    })
+
+
+def ratio_report(
+    master: str, header: str, job_label: str, job_runs: list[tuple], other_label: str, other_runs: list[tuple],
+    agreed: str,
+) -> tuple[list[str], tuple]:
+    """The report's head: the machine, both commands' runs and medians with the job's
+    ratio, the line `agreed`, the job's phases in its median run; and that run."""
+    job_median = statistics.median(s for s, *_ in job_runs)
+    other_median = statistics.median(s for s, _ in other_runs)
+    median_run = sorted(job_runs, key=lambda r: r[0])[len(job_runs) // 2]
+    lines = [
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"spark-submit --master {master} --properties-file conf/spark/local.conf; "
+        f"load average at the end {os.getloadavg()[0]:.2f} (another process on the machine makes timings noisy)",
+        "",
+        header,
+        "|---|---|---:|---:|",
+        f"| {job_label} | {', '.join(f'{s:.1f}' for s, *_ in job_runs)} | {job_median:.1f} | "
+        f"**{job_median / other_median:.2f}x** |",
+        f"| {other_label} | {', '.join(f'{s:.1f}' for s, _ in other_runs)} | {other_median:.1f} | 1.00x |",
+        "",
+        agreed,
+        "",
+        f"job's phases, median run ({median_run[0]:.1f} s):",
+        "",
+        "| phase | seconds |",
+        "|---|---:|",
+        *(f"| {name} | {seconds:.1f} |" for name, seconds in job_phases(median_run[1], median_run[2], median_run[0])),
+    ]
+    return lines, median_run
+
+
 def main_small(args) -> int:
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="privacy-eval-bench-small-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -195,57 +258,25 @@ def main_small(args) -> int:
     job_command = [*submit, str(JOB), "--config", str(config_path)]
     bare_command = [*submit, str(bare_path), *bare_args]
 
-    print(f"output folder (config, bare script, results warehouse): {folder}", file=sys.stderr)
-    print("warm-up: one run of each, not timed", file=sys.stderr)
-    for command, log in ((job_command + ["--run-id", "bench-small-warmup"], "job-warmup.log"), (bare_command, "bare-warmup.log")):
-        run(command, folder / log)
-
-    job_runs, bare_runs, errors = [], [], []
-    for i in range(args.runs):
-        seconds, done, started_at = run(job_command + ["--run-id", f"bench-small-{i}"], folder / f"job-{i + 1}.log")
+    def job_rows(done: subprocess.CompletedProcess, run_id: str) -> tuple[int, ...] | None:
         rows = ROWS.search(done.stdout + done.stderr)
-        job_runs.append((seconds, done, started_at, tuple(map(int, rows.groups())) if rows else None))
-        print(f"job run {i + 1}: {seconds:.1f} s", file=sys.stderr)
-        seconds, done, _ = run(bare_command, folder / f"bare-{i + 1}.log")
-        counts = tuple(int(x) for x in done.stdout.split("counts", 1)[1].split())
-        bare_runs.append((seconds, counts))
-        print(f"bare run {i + 1}: {seconds:.1f} s", file=sys.stderr)
+        return tuple(map(int, rows.groups())) if rows else None
 
-    job_median = statistics.median(s for s, *_ in job_runs)
-    bare_median = statistics.median(s for s, _ in bare_runs)
-    ordered = sorted(job_runs, key=lambda r: r[0])
-    median_run = ordered[len(ordered) // 2]
-    for _, _, _, rows in job_runs:
-        for _, counts in bare_runs:
-            if rows != counts:
-                errors.append(f"job row counts {rows} differ from the bare counts {counts}")
+    def bare_counts(done: subprocess.CompletedProcess) -> tuple[int, ...]:
+        return tuple(int(x) for x in done.stdout.split("counts", 1)[1].split())
+
+    print(f"output folder (config, bare script, results warehouse): {folder}", file=sys.stderr)
+    job_runs, bare_runs = alternate(folder, job_command, bare_command, "bare", args.runs, job_rows, bare_counts)
+    errors = disagreements(job_runs, bare_runs, "row counts", "bare")
     if len({tuple(figures(done.stdout)) for _, done, _, _ in job_runs}) != 1:
         errors.append("the job's figures differ between runs")
-
-    lines = [
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"spark-submit --master {args.master} --properties-file conf/spark/local.conf; "
-        f"load average at the end {os.getloadavg()[0]:.2f} (another process on the machine makes timings noisy)",
-        "",
-        "| process (spark-submit, session start included) | runs (s) | median (s) | vs bare |",
-        "|---|---|---:|---:|",
-        f"| job, WBCD, RDMP + CDMP + KPR + linkage | {', '.join(f'{s:.1f}' for s, *_ in job_runs)} | "
-        f"{job_median:.1f} | **{job_median / bare_median:.2f}x** |",
-        f"| bare: read both CSV files (header, inferSchema), count | {', '.join(f'{s:.1f}' for s, _ in bare_runs)} | "
-        f"{bare_median:.1f} | 1.00x |",
-        "",
+    lines, median_run = ratio_report(
+        args.master, "| process (spark-submit, session start included) | runs (s) | median (s) | vs bare |",
+        "job, WBCD, RDMP + CDMP + KPR + linkage", job_runs,
+        "bare: read both CSV files (header, inferSchema), count", bare_runs,
         f"row counts: job {job_runs[0][3]}, bare {bare_runs[0][1]}",
-        "",
-        f"job's phases, median run ({median_run[0]:.1f} s):",
-        "",
-        "| phase | seconds |",
-        "|---|---:|",
-        *(f"| {name} | {seconds:.1f} |" for name, seconds in job_phases(median_run[1], median_run[2], median_run[0])),
-        "",
-        "figures (every run):",
-        "",
-        *(f"    {line.strip()}" for line in figures(median_run[1].stdout)),
-    ]
+    )
+    lines += ["", "figures (every run):", "", *(f"    {line.strip()}" for line in figures(median_run[1].stdout))]
     print("\n".join(lines), flush=True)
     (folder / "small_bench.md").write_text("\n".join(lines) + "\n")
     if args.jobs:
@@ -264,7 +295,7 @@ def main_small(args) -> int:
             out.write("\n".join(lines) + "\n")
     print(f"\nwritten to {folder / 'small_bench.md'}", file=sys.stderr)
     if errors:
-        print("\nERROR: " + "; ".join(sorted(set(errors))), file=sys.stderr)
+        print("\nERROR: " + "; ".join(errors), file=sys.stderr)
         return 1
     print("\njob and bare agree on the row counts; every job run printed the same figures")
     return 0
