@@ -1,5 +1,5 @@
 """DataFrame steps that several modules share: column references, counting equal rows
-across the two tables, and exact sums of 64-bit hashes.
+across the two tables, exact sums of 64-bit hashes, and small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 # Internal column names carry this prefix so they cannot collide with user columns.
 INTERNAL_PREFIX = "__pe_"
@@ -114,8 +116,8 @@ def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: S
     """:func:`occurrence_counts` over whole rows, cached (the caller unpersists it).
 
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
-    builds a hash map of every row and spills it: skipping it took this pass from 23.0 s
-    to 12.3 s at 1e7 rows per side (docs/benchmarks.md). A cached query is planned when
+    builds a hash map of every row and spills it: skipping it took the fill and count of
+    the cached aggregate from 30.3 s to 24.4 s at 1e7 rows per side (docs/benchmarks.md). A cached query is planned when
     it is defined, so the setting holds for this call only.
     """
     frame = occurrence_counts(original, synthetic, columns)
@@ -147,3 +149,28 @@ def long_slices(x: Column) -> list[Column]:
 
 def from_slice_sums(sums: Sequence[int]) -> int:
     return sum(int(total) << (_SLICE_BITS * k) for k, total in enumerate(sums))
+
+
+def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: T.StructType) -> DataFrame:
+    """`rows` (tuples in `schema`'s field order) as a DataFrame, handed to the JVM as
+    Arrow data: the results rows, the position shift table of a split input.
+
+    `spark.createDataFrame(rows, schema)` makes them a Python RDD, which a Python worker
+    must unpickle when the frame is first used: the job's first results write took
+    1.4-1.9 s with it and 0.7-0.8 s without on the WBCD example (docs/benchmarks.md).
+    Timestamps are instants: naive ones are read in local time, as `createDataFrame` does.
+    """
+    import pyarrow as pa  # here: configuration errors answer without importing it
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    by_field = list(zip(*rows)) if rows else [()] * len(schema.fields)
+    columns = [
+        pa.array([_instant(v) for v in values] if isinstance(f.dataType, T.TimestampType) else values, type=a.type)
+        for f, a, values in zip(schema.fields, arrow_schema, by_field)
+    ]
+    return spark.createDataFrame(pa.Table.from_arrays(columns, schema=arrow_schema), schema)
+
+
+def _instant(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(timezone.utc)

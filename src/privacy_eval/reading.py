@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from privacy_eval.config import FORMATS, Source
 from privacy_eval.errors import InputError, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX
+from privacy_eval.frames import INTERNAL_PREFIX, local_frame
 
 POSITION = INTERNAL_PREFIX + "position"
 _FILE = INTERNAL_PREFIX + "file"
@@ -356,8 +356,8 @@ def _with_position(frame: DataFrame) -> DataFrame:
         shifts.append((split[_FILE], split[_START], offset - split["first"]))
         offset += split["n"]
     spark = frame.sparkSession
-    shift_frame = spark.createDataFrame(
-        shifts, T.StructType([
+    shift_frame = local_frame(
+        spark, shifts, T.StructType([
             T.StructField(_FILE, T.StringType()),
             T.StructField(_START, T.LongType()),
             T.StructField("shift", T.LongType()),

@@ -16,14 +16,15 @@ import os
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from privacy_eval.commit import CommitError, commit_steps, quote, recover, replace_run, sql_text
 from privacy_eval.errors import InputError, UserError
+from privacy_eval.frames import local_frame
 
 __all__ = [
     "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES", "ColumnRow", "CommitError",
@@ -295,30 +296,6 @@ def write_run(
         table: local_frame(spark, rows[table], SCHEMAS[table]).coalesce(1) if rows[table] else None
         for table in TABLES
     })
-
-
-def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: T.StructType) -> DataFrame:
-    """`rows` (tuples in `schema`'s field order) as a DataFrame, handed to the JVM as
-    Arrow data.
-
-    `spark.createDataFrame(rows, schema)` makes them a Python RDD, which a Python worker
-    must unpickle when the rows are written: the job's first results write took 1.4-1.9 s
-    with it and 0.7-0.8 s without on the WBCD example (docs/benchmarks.md).
-    Timestamps are instants: naive ones are read in local time, as `createDataFrame` does.
-    """
-    import pyarrow as pa  # here: configuration errors answer without importing it
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    columns = [
-        pa.array([_instant(v) for v in values] if isinstance(f.dataType, T.TimestampType) else values, type=a.type)
-        for f, a, values in zip(schema.fields, arrow_schema, zip(*rows))
-    ]
-    return spark.createDataFrame(pa.Table.from_arrays(columns, schema=arrow_schema), schema)
-
-
-def _instant(value: datetime | None) -> datetime | None:
-    return None if value is None else value.astimezone(timezone.utc)
 
 
 def _json_default(value: Any) -> Any:

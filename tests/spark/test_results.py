@@ -1,4 +1,5 @@
-"""The results rows as a DataFrame: results.local_frame against PySpark's own conversion."""
+"""Small frames built on the driver (the results rows): frames.local_frame against
+PySpark's own conversion."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.testing import assertDataFrameEqual
 
-from privacy_eval.results import COLUMN_PROTECTION_SCHEMA, METRIC_RESULTS_SCHEMA, local_frame
+from privacy_eval.frames import local_frame
+from privacy_eval.results import COLUMN_PROTECTION_SCHEMA, METRIC_RESULTS_SCHEMA
 
 
 def _metric_row(i: int, started: datetime, value: object) -> tuple:
@@ -36,3 +38,8 @@ def test_local_frame_keeps_longs_and_doubles_exact(spark):
     got = local_frame(spark, rows, COLUMN_PROTECTION_SCHEMA).collect()
     assert [tuple(r) for r in got] == [tuple(r) for r in spark.createDataFrame(rows, COLUMN_PROTECTION_SCHEMA).collect()]
     assert got[0]["matches"] == 2**62 + 1 and got[0]["protection"] == 5e-324
+
+
+def test_local_frame_of_no_rows_has_the_schema(spark):
+    got = local_frame(spark, [], COLUMN_PROTECTION_SCHEMA)
+    assert got.schema == COLUMN_PROTECTION_SCHEMA and got.count() == 0
