@@ -122,5 +122,7 @@ def _shared_steps(shared: Shared, metrics: list[Metric]) -> None:
     if any(metric.needs_occurrences for metric in metrics):
         with phase("rows of both tables with their occurrences"):
             # One aggregation serves RDMP and KPR: computed and cached once.
-            shared.occurrences = cached_row_occurrences(inputs.original, inputs.synthetic, inputs.columns)
+            shared.occurrences = cached_row_occurrences(
+                inputs.original, inputs.synthetic, inputs.columns, inputs.n_original + inputs.n_synthetic
+            )
             shared.n_singletons = occurring_once(shared.occurrences).count()

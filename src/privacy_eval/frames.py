@@ -9,6 +9,7 @@ matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 
@@ -23,6 +24,10 @@ N_SYNTHETIC = INTERNAL_PREFIX + "n_synthetic"
 _CACHED_PARTITIONING = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
 # Spark >= 4.3; older versions accept the key and ignore it.
 _BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# Cells (rows x columns) per task of the whole-row aggregation (cached_row_occurrences):
+# 2.5e6 rows of six columns fit a task's share of a 4g local driver.
+OCCURRENCE_CELLS_PER_TASK = 15_000_000
 
 
 @contextlib.contextmanager
@@ -112,17 +117,29 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
     )
 
 
-def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: Sequence[str]) -> DataFrame:
-    """:func:`occurrence_counts` over whole rows, cached (the caller unpersists it).
+def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: Sequence[str], n_rows: int) -> DataFrame:
+    """:func:`occurrence_counts` over whole rows, cached (the caller unpersists it);
+    `n_rows` is the number of rows of both tables together.
 
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
     builds a hash map of every row and spills it: skipping it took the fill and count of
-    the cached aggregate from 30.3 s to 24.4 s at 1e7 rows per side (docs/benchmarks.md). A cached query is planned when
-    it is defined, so the setting holds for this call only.
+    the cached aggregate from 30.3 s to 24.4 s at 1e7 rows per side (docs/benchmarks.md).
+    Each task then holds a hash map of every row it receives, so the aggregation gets at
+    least one task per OCCURRENCE_CELLS_PER_TASK cells (rows x columns): at 1e8 rows per
+    side 80 tasks instead of 8 took the pass from 514 s to 212 s with a 4g driver, where
+    each of 8 tasks spilled its map to disk; at 1e7 it stays at conf/spark/local.conf's 8.
+    A cached query is planned when it is defined, so both settings hold for this call only.
     """
     frame = occurrence_counts(original, synthetic, columns)
-    with _session_setting(frame.sparkSession, _BYPASS_PARTIAL, "true"):
+    spark = frame.sparkSession
+    partitions = max(shuffle_partitions(spark), math.ceil(n_rows * len(columns) / OCCURRENCE_CELLS_PER_TASK))
+    with _session_setting(spark, _BYPASS_PARTIAL, "true"), _session_setting(spark, _SHUFFLE_PARTITIONS, str(partitions)):
         return frame.cache()
+
+
+def shuffle_partitions(spark: SparkSession) -> int:
+    """The session's spark.sql.shuffle.partitions."""
+    return int(spark.conf.get(_SHUFFLE_PARTITIONS))
 
 
 def occurring_once(occurrences: DataFrame) -> DataFrame:

@@ -295,20 +295,48 @@ def test_collect_grouped_by_key_restores_the_session_setting(spark):
         spark.conf.unset(_BYPASS_PARTIAL)
 
 
-def test_cached_row_occurrences_counts_like_occurrence_counts_and_restores_the_setting(spark):
+def test_cached_row_occurrences_counts_like_occurrence_counts_and_restores_the_settings(spark):
     from privacy_eval.frames import _BYPASS_PARTIAL, cached_row_occurrences, occurrence_counts
 
     original = spark.createDataFrame([(1, "a"), (1, "a"), (2, None), (3, "c")], "x long, y string")
     synthetic = spark.createDataFrame([(2, None), (2, None), (4, "d")], "x long, y string")
-    before = spark.conf.get(_BYPASS_PARTIAL, None)
-    cached = cached_row_occurrences(original, synthetic, ["x", "y"])
+    before = (spark.conf.get(_BYPASS_PARTIAL, None), spark.conf.get("spark.sql.shuffle.partitions"))
+    cached = cached_row_occurrences(original, synthetic, ["x", "y"], n_rows=7)
     try:
-        assert cached.is_cached and spark.conf.get(_BYPASS_PARTIAL, None) == before
+        assert cached.is_cached
+        assert (spark.conf.get(_BYPASS_PARTIAL, None), spark.conf.get("spark.sql.shuffle.partitions")) == before
+        # 14 cells, far below a task's share: the session's number of shuffle partitions.
+        assert cached.rdd.getNumPartitions() == int(before[1]) == 2
         assert_df_equality(cached, occurrence_counts(original, synthetic, ["x", "y"]), ignore_row_order=True)
         # (x, y, in the original, in the synthetic table), by hand
         assert sorted(map(tuple, cached.collect()), key=str) == sorted(
             [(1, "a", 2, 0), (2, None, 1, 2), (3, "c", 1, 0), (4, "d", 0, 1)], key=str
         )
+    finally:
+        cached.unpersist()
+
+
+def test_cached_row_occurrences_gives_large_inputs_more_tasks_and_the_same_counts(spark, monkeypatch):
+    from privacy_eval import frames
+    from privacy_eval.metrics.knowledge_protection import knowledge_protection_rate
+
+    original = spark.createDataFrame([(1, "a"), (1, "a"), (2, None), (3, "c")], "x long, y string")
+    synthetic = spark.createDataFrame([(2, None), (2, None), (4, "d"), (3, "c")], "x long, y string")
+    # 8 rows of 2 columns at 3 cells per task: ceil(16 / 3) = 6 tasks, above the session's 2.
+    monkeypatch.setattr(frames, "OCCURRENCE_CELLS_PER_TASK", 3)
+    cached = frames.cached_row_occurrences(original, synthetic, ["x", "y"], n_rows=8)
+    try:
+        assert cached.rdd.getNumPartitions() == 6
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+        assert sorted(map(tuple, cached.collect()), key=str) == sorted(
+            [(1, "a", 2, 0), (2, None, 1, 2), (3, "c", 1, 1), (4, "d", 0, 1)], key=str
+        )
+        # KPR reads the aggregate in fewer tasks than it has partitions, with the same
+        # figures. By hand: singletons (2, None) and (3, "c"); each x value has a bin of its
+        # own, so the synthetic profiles occurring once are those of (4, "d") and (3, "c"),
+        # and the singleton (3, "c") is exposed.
+        kpr = knowledge_protection_rate(cached, ["x", "y"], ["x"], n_original=4, n_singletons=2)
+        assert (kpr.exposed, kpr.unique_synthetic_profiles) == (1, 2)
     finally:
         cached.unpersist()
 
