@@ -1,5 +1,6 @@
 """DataFrame steps that several modules share: column references, counting equal rows
-across the two tables, exact sums of 64-bit hashes, and small frames built on the driver.
+across the two tables, the task count of shuffles of whole rows, exact sums of 64-bit
+hashes, and small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -25,9 +26,9 @@ _CACHED_PARTITIONING = "spark.sql.optimizer.canChangeCachedPlanOutputPartitionin
 # Spark >= 4.3; older versions accept the key and ignore it.
 _BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-# Cells (rows x columns) per task of the whole-row aggregation (cached_row_occurrences):
+# Cells (rows x columns) per task of a shuffle of whole rows (whole_row_shuffles):
 # 2.5e6 rows of six columns fit a task's share of a 4g local driver.
-OCCURRENCE_CELLS_PER_TASK = 15_000_000
+CELLS_PER_TASK = 15_000_000
 
 
 @contextlib.contextmanager
@@ -35,7 +36,7 @@ def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None
     """`key` set to `value` for the duration, then restored (unset if it was unset).
 
     The setting is the session's: a query another thread plans meanwhile sees it too.
-    Both uses below cost time that way, never a wrong result."""
+    Every use below costs time that way, never a wrong result."""
     conf = spark.conf
     before = conf.get(key, None)
     conf.set(key, value)
@@ -124,22 +125,34 @@ def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: S
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
     builds a hash map of every row and spills it: skipping it took the fill and count of
     the cached aggregate from 30.3 s to 24.4 s at 1e7 rows per side (docs/benchmarks.md).
-    Each task then holds a hash map of every row it receives, so the aggregation gets at
-    least one task per OCCURRENCE_CELLS_PER_TASK cells (rows x columns): at 1e8 rows per
-    side 80 tasks instead of 8 took the pass from 514 s to 212 s with a 4g driver, where
-    each of 8 tasks spilled its map to disk; at 1e7 it stays at conf/spark/local.conf's 8.
-    A cached query is planned when it is defined, so both settings hold for this call only.
+    Each task then holds a hash map of every row it receives: sized by
+    :func:`whole_row_shuffles`. A cached query is planned when it is defined, so both
+    settings hold for this call only.
     """
     frame = occurrence_counts(original, synthetic, columns)
     spark = frame.sparkSession
-    partitions = max(shuffle_partitions(spark), math.ceil(n_rows * len(columns) / OCCURRENCE_CELLS_PER_TASK))
-    with _session_setting(spark, _BYPASS_PARTIAL, "true"), _session_setting(spark, _SHUFFLE_PARTITIONS, str(partitions)):
+    with _session_setting(spark, _BYPASS_PARTIAL, "true"), whole_row_shuffles(spark, n_rows, len(columns)):
         return frame.cache()
 
 
 def shuffle_partitions(spark: SparkSession) -> int:
     """The session's spark.sql.shuffle.partitions."""
     return int(spark.conf.get(_SHUFFLE_PARTITIONS))
+
+
+@contextlib.contextmanager
+def whole_row_shuffles(spark: SparkSession, n_rows: int, n_columns: int) -> Iterator[None]:
+    """Queries planned meanwhile shuffle `n_rows` whole rows of `n_columns` columns in at
+    least one task per CELLS_PER_TASK cells, or spark.sql.shuffle.partitions tasks if more.
+
+    A task that aggregates or sorts whole rows holds all it receives: with conf/spark/
+    local.conf's 8 tasks at 1e8 rows per side each spilled to disk. One task per 1.5e7
+    cells took the occurrence aggregation from 469 s to 212 s there and CDMP's join from
+    159 s to 129 s (docs/benchmarks.md); at 1e7 rows per side it gives the same 8.
+    """
+    tasks = max(shuffle_partitions(spark), math.ceil(n_rows * n_columns / CELLS_PER_TASK))
+    with _session_setting(spark, _SHUFFLE_PARTITIONS, str(tasks)):
+        yield
 
 
 def occurring_once(occurrences: DataFrame) -> DataFrame:

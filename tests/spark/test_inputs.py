@@ -323,7 +323,7 @@ def test_cached_row_occurrences_gives_large_inputs_more_tasks_and_the_same_count
     original = spark.createDataFrame([(1, "a"), (1, "a"), (2, None), (3, "c")], "x long, y string")
     synthetic = spark.createDataFrame([(2, None), (2, None), (4, "d"), (3, "c")], "x long, y string")
     # 8 rows of 2 columns at 3 cells per task: ceil(16 / 3) = 6 tasks, above the session's 2.
-    monkeypatch.setattr(frames, "OCCURRENCE_CELLS_PER_TASK", 3)
+    monkeypatch.setattr(frames, "CELLS_PER_TASK", 3)
     cached = frames.cached_row_occurrences(original, synthetic, ["x", "y"], n_rows=8)
     try:
         assert cached.rdd.getNumPartitions() == 6
@@ -339,6 +339,19 @@ def test_cached_row_occurrences_gives_large_inputs_more_tasks_and_the_same_count
         assert (kpr.exposed, kpr.unique_synthetic_profiles) == (1, 2)
     finally:
         cached.unpersist()
+
+
+def test_whole_row_shuffles_sets_the_task_count_for_its_duration(spark):
+    from privacy_eval.frames import CELLS_PER_TASK, whole_row_shuffles
+
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    with whole_row_shuffles(spark, n_rows=10, n_columns=3):
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # the setting is more
+    # 1e8 rows per side of six columns; restored when the work fails too.
+    with pytest.raises(RuntimeError, match="boom"), whole_row_shuffles(spark, n_rows=2 * 10**8, n_columns=6):
+        assert spark.conf.get("spark.sql.shuffle.partitions") == str(2 * 10**8 * 6 // CELLS_PER_TASK) == "80"
+        raise RuntimeError("boom")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
 
 
 def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):

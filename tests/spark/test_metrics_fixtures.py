@@ -72,7 +72,13 @@ CDM = MetricsConfig(column_direct_match=ColumnDirectMatchConfig())
 
 
 class TestColumnDirectMatch:
-    def test_copied_identifier_constant_column_and_nulls(self, spark):
+    @pytest.mark.parametrize("cells_per_task", [None, 2], ids=["setting", "12 tasks"])
+    def test_copied_identifier_constant_column_and_nulls(self, spark, monkeypatch, cells_per_task):
+        # The join's shuffle in the session's tasks, or in 8 rows x 3 columns / 2 = 12.
+        if cells_per_task is not None:
+            from privacy_eval import frames
+
+            monkeypatch.setattr(frames, "CELLS_PER_TASK", cells_per_task)
         # n = 4.  ident copied:  m=4, u=4 -> P = 100(1 - 16/16) = 0
         #         const "k":     m=4, u=1 -> P = 100(1 - 4/16)  = 75
         #         val: 1=1, null=null, NaN=NaN, 2!=3 -> m=3; u={1,null,NaN,3}=4 -> 25

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.config import ColumnDirectMatchConfig
-from privacy_eval.frames import qcol
+from privacy_eval.frames import qcol, whole_row_shuffles
 from privacy_eval.inputs import KEY
 from privacy_eval.metrics import Metric, Row, Shared
 from privacy_eval.results import ColumnRow, MetricRow
@@ -73,13 +73,14 @@ def column_direct_match_protection(
     """
     o, s = original.alias("o"), synthetic.alias("s")
     aligned = o.join(s, qcol(key, o) == qcol(key, s), "inner")
-    match_counts = aligned.agg(
-        F.count(F.lit(1)).alias("__paired"),
-        *(
-            F.count(F.when(qcol(c, o).eqNullSafe(qcol(c, s)), 1)).alias(f"m{i}")
-            for i, c in enumerate(columns)
-        ),
-    ).collect()[0]
+    with whole_row_shuffles(original.sparkSession, n_original + n_synthetic, len(columns)):
+        match_counts = aligned.agg(
+            F.count(F.lit(1)).alias("__paired"),
+            *(
+                F.count(F.when(qcol(c, o).eqNullSafe(qcol(c, s)), 1)).alias(f"m{i}")
+                for i, c in enumerate(columns)
+            ),
+        ).collect()[0]
     distinct_counts = _distinct_counts(synthetic, columns)
 
     n2 = float(n_original) ** 2

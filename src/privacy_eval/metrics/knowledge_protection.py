@@ -177,7 +177,7 @@ def knowledge_protection_rate(
     # The aggregate has a task per share of memory (frames.cached_row_occurrences), 80 at
     # 1e8 rows per side, and a profile recurs in most of them: grouped in as many map
     # tasks, each task's partial counts repeat the others' (this pass took 108 s at 1e8;
-    # 78 s read by 8 tasks).
+    # 78-91 s read by 8 tasks).
     grouped = occurrences.coalesce(shuffle_partitions(occurrences.sparkSession))
     per_profile = profiles(grouped, known, grids, keep=(N_ORIGINAL, N_SYNTHETIC)).groupBy(
         *(qcol(v) for v in known)
