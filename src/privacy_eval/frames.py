@@ -136,8 +136,11 @@ def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: S
 
 
 def shuffle_partitions(spark: SparkSession) -> int:
-    """The session's spark.sql.shuffle.partitions."""
-    return int(spark.conf.get(_SHUFFLE_PARTITIONS))
+    """spark.sql.shuffle.partitions, or the default parallelism where it is not a number."""
+    try:
+        return max(1, int(spark.conf.get(_SHUFFLE_PARTITIONS)))
+    except (TypeError, ValueError):
+        return max(1, spark.sparkContext.defaultParallelism)
 
 
 @contextlib.contextmanager

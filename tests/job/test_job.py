@@ -6,19 +6,21 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support.expected import check_run, expected_aids, expected_wbcd
 from tests.support.jobrun import ENV, FAST, JOB, SPARK_SUBMIT, read_back, tree_digest
-from tests.support.paths import ROOT
+from tests.support.paths import DATA, ROOT
 
 pytestmark = pytest.mark.slow
 
 
-def submit(config: str, *args: str) -> subprocess.CompletedProcess:
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB),
-               "--config", str(ROOT / "conf" / "examples" / config), *args]
+def submit(config: str | Path, *args: str) -> subprocess.CompletedProcess:
+    """The job through spark-submit on `config`: a file of conf/examples by name, or a path."""
+    path = config if isinstance(config, Path) else ROOT / "conf" / "examples" / config
+    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB), "--config", str(path), *args]
     return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
 
 
@@ -89,19 +91,14 @@ def test_examples_land_in_the_results_tables(tmp_path):
     assert "Traceback" not in bad.stdout + bad.stderr
     # The gate needs one metric: a config of the example with that one only (a run of
     # every metric took ~20 s longer).
-    data = ROOT / "tests" / "data" / "wbcd"
     gate = tmp_path / "gate.yaml"
     gate.write_text(
-        f"dataset: wbcd_avatar_k20\noriginal: {{path: '{data / 'original.csv'}'}}\n"
-        f"synthetic: {{path: '{data / 'avatar_k20.csv'}'}}\nrow_key: '@position'\n"
+        f"dataset: wbcd_avatar_k20\noriginal: {{path: '{DATA / 'wbcd' / 'original.csv'}'}}\n"
+        f"synthetic: {{path: '{DATA / 'wbcd' / 'avatar_k20.csv'}'}}\nrow_key: '@position'\n"
         "exclude: [Sample_code_number]\ncategorical: [Class]\n"
         "metrics: {column_direct_match: {target: 100}}\n"
     )
-    gated = subprocess.run(
-        [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB), "--config", str(gate),
-         "--run-id", "r4", *wh, "--fail-on-target"],
-        capture_output=True, text=True, env=ENV, timeout=300,
-    )
+    gated = submit(gate, "--run-id", "r4", *wh, "--fail-on-target")
     assert gated.returncode == 3, gated.stdout[-3000:] + gated.stderr[-3000:]
     assert "FAIL" in gated.stdout
     assert tree_digest(warehouse) == before

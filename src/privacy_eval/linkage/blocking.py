@@ -28,7 +28,6 @@ __all__ = [
     "figure_aggregates",
     "normalised_value",
     "salted",
-    "scoring_tasks",
     "true_pairs",
     "with_block_ids",
 ]
@@ -148,15 +147,6 @@ def big_blocks(orig: DataFrame, syn: DataFrame, split_rows: int) -> DataFrame:
         F.ceil(F.col(N.N_SYNTHETIC) / F.lit(float(split_rows))).cast("long").alias(N.N_SPLITS),
         (F.col(N.N_ORIGINAL).cast("double") * F.col(N.N_SYNTHETIC).cast("double")).alias(N.BLOCK_PAIRS),
     )
-
-
-def scoring_tasks(frame: DataFrame) -> int:
-    """spark.sql.shuffle.partitions, or the default parallelism where it is not a number."""
-    spark = frame.sparkSession
-    try:
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    except (TypeError, ValueError):
-        return max(1, spark.sparkContext.defaultParallelism)
 
 
 def salted(orig: DataFrame, syn: DataFrame, big: DataFrame, only: bool = False) -> tuple[DataFrame, DataFrame]:

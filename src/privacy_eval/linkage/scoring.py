@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from privacy_eval.frames import persist_aggregate, stacked_sides
+from privacy_eval.frames import persist_aggregate, shuffle_partitions, stacked_sides
 from privacy_eval.linkage import blocking
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.blocking import BlockFigures
@@ -490,7 +490,7 @@ class _FirstPass:
 def score_blocks(orig: DataFrame, syn: DataFrame, setup: ScoringSetup, persisted: list[DataFrame]) -> Scored:
     """Every scoring pass over the blocks of the prepared sides. Frames it caches are
     appended to ``persisted``: the caller unpersists them once done reading ``frame``."""
-    tasks = blocking.scoring_tasks(orig)
+    tasks = shuffle_partitions(orig.sparkSession)
     first = _first_pass(orig, syn, setup, tasks, persisted)
     orig, syn, figures = first.original, first.synthetic, first.figures
     # Big blocks, split: the ranges and the scoring of what the first pass left.
