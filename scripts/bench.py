@@ -165,7 +165,7 @@ def run_binning(spark, synthetic_path: Path) -> dict[str, tuple[int, float]]:
     """The KPR binning + profile count on the synthetic side: native vs mapInPandas."""
     from pyspark.sql import functions as F
 
-    from privacy_eval.metrics.knowledge_protection import bin_grids, profiles
+    from privacy_eval.metrics.binning import bin_grids, profiles
 
     synthetic = spark.read.parquet(str(synthetic_path)).select(*KNOWN).cache()
     synthetic.count()

@@ -1,6 +1,6 @@
 """DataFrame steps that several modules share: column references, counting equal rows
-across the two tables, the task count of shuffles of whole rows, exact sums of 64-bit
-hashes, and small frames built on the driver.
+across the two tables, the task count of shuffles of whole rows, distinct values per
+column, exact sums of 64-bit hashes, and small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -167,6 +167,38 @@ def occurring_once(occurrences: DataFrame) -> DataFrame:
 # Exact sums of row hashes (the inputs' fingerprint): a 64-bit value as three slices of
 # 22 bits, low to high (the highest signed); the sums of the slices as longs cannot
 # overflow below 2^41 rows, and recombine to the exact sum.
+def distinct_per_column(frame: DataFrame, columns: Sequence[str]) -> list[int]:
+    """How many distinct values each of `columns` holds, null counted as one value (CDMP's
+    u_c), in one pass and two shuffles.
+
+    One `count_distinct` per column is simpler, but Spark rewrites many distinct
+    aggregates into an Expand whose plan and generated code grow with the square of the
+    number of columns: at 200 columns that was 5x slower than this. Here every row is
+    unpivoted into (column index, value) pairs and the distinct pairs are counted per
+    index. A value sits in the field for its column's type, the other fields null, so
+    equality is Spark's grouping equality for that type (NaN = NaN, -0.0 = 0.0), and a
+    null value is one group of its own, as the spec counts it.
+    """
+    type_of = {c: frame.schema[c].dataType.simpleString() for c in columns}
+    slots = sorted(set(type_of.values()))
+    pairs = [
+        F.struct(
+            F.lit(i).alias("column"),
+            *(
+                (qcol(c) if t == type_of[c] else F.lit(None).cast(t)).alias(f"v{k}")
+                for k, t in enumerate(slots)
+            ),
+        )
+        for i, c in enumerate(columns)
+    ]
+    unpivoted = frame.select(F.explode(F.array(*pairs)).alias("pair")).select("pair.*")
+    counts = {
+        int(r["column"]): int(r["count"])
+        for r in unpivoted.distinct().groupBy("column").count().collect()
+    }
+    return [counts.get(i, 0) for i in range(len(columns))]  # an empty frame has none
+
+
 _SLICE_BITS = 22
 
 

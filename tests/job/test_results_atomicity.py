@@ -369,14 +369,12 @@ results:
   database: privacy_eval
 """
 STRICTER = ["--set", "metrics.row_direct_match.target=99", "--set", "metrics.column_direct_match.target=99"]
-# Short-lived JVMs: the C1 compiler alone starts faster (spark-practices.md 2a.6).
-JVM_OPTIONS = ["--driver-java-options", "-XX:TieredStopAtLevel=1"]
 
 
 def start_job(config: Path, run_id: str, args: list[str], log: Path,
               env: dict[str, str] | None = None) -> subprocess.Popen:
     """spark-submit in a process group of its own, so that one signal stops all of it."""
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, *JVM_OPTIONS, str(JOB),
+    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB),
                "--config", str(config), "--run-id", run_id, *args]
     with open(log, "w") as out:
         return subprocess.Popen(command, env={**ENV, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,

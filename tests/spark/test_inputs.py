@@ -125,12 +125,12 @@ def test_position_differs_in_row_count(spark, tmp_path):
 
 @pytest.mark.slow
 def test_position_is_exact_on_a_split_multi_file_input(spark, sql_conf, tmp_path):
-    """2 million rows in three files whose size order differs from their name order,
+    """A million rows in three files whose size order differs from their name order,
     read in many splits: every row's position must equal the number written in it."""
-    sql_conf({"spark.sql.files.maxPartitionBytes": str(1 << 20)})
+    sql_conf({"spark.sql.files.maxPartitionBytes": str(1 << 19)})
     folder = tmp_path / "parts"
     folder.mkdir()
-    sizes = [300_000, 1_200_000, 500_000]  # the largest file is not the first by name
+    sizes = [150_000, 600_000, 250_000]  # the largest file is not the first by name
     start = 0
     for i, size in enumerate(sizes):
         pos = np.arange(start, start + size)

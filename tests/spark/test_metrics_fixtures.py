@@ -17,7 +17,7 @@ from privacy_eval.config import (
 from privacy_eval.errors import InputError
 from privacy_eval.evaluation import evaluate_inputs
 from privacy_eval.inputs import prepare_inputs
-from privacy_eval.metrics.knowledge_protection import BinGrid, bin_column
+from privacy_eval.metrics.binning import BinGrid, bin_column
 
 NAN = float("nan")
 
@@ -153,7 +153,7 @@ class TestKnowledgeProtection:
     def test_hand_computed_rate(self, spark, monkeypatch):
         # Four values of temp in U: below the publication threshold, so lowered here to
         # see the computed grid.
-        monkeypatch.setattr("privacy_eval.metrics.knowledge_protection.MIN_GRID_SUPPORT", 4)
+        monkeypatch.setattr("privacy_eval.metrics.binning.MIN_GRID_SUPPORT", 4)
         metrics, _ = run(spark, self.ORIGINAL, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
         kpr = metrics["knowledge_protection_rate"]
         assert kpr.numerator == 3 and kpr.denominator == 7

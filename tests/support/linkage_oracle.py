@@ -335,3 +335,39 @@ def summarize_linkage(
         blocked=blocked,
     )
 
+
+# --------------------------------------------------------------------------
+# per-record restatements shared by the kernel tests
+# --------------------------------------------------------------------------
+
+#: The snapping tolerance of the spec (sqrt of the double epsilon), written out here
+#: rather than read from the kernel.
+TOL = 1.4901161193847656e-08
+
+
+def summary_of(res, **kw):
+    return summarize_linkage(res.n_candidates, res.n_better, res.true_tie_size, capped=res.capped, **kw)
+
+
+def reference_counts(values: list[float], true_col: int, tol: float) -> tuple[int, int]:
+    """§4.1 + §5.2 restated in plain Python: (N_BETTER, TRUE_TIE_SIZE) of one record."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    snapped = [0.0] * len(values)
+    group_min = values[order[0]]
+    snapped[order[0]] = group_min
+    for prev, cur in zip(order, order[1:]):
+        a, b = values[prev], values[cur]
+        same = a == b or (math.isfinite(a) and math.isfinite(b) and b - a <= tol * max(1.0, abs(a), abs(b)))
+        if not same:
+            group_min = b
+        snapped[cur] = group_min
+    t = snapped[true_col]
+    return sum(s < t for s in snapped), sum(s == t for s in snapped)
+
+
+def reference_topk(b: int, m: int, k: int) -> float:
+    if b >= k:
+        return 0.0
+    if b + m <= k:
+        return 1.0
+    return (k - b) / m

@@ -28,8 +28,9 @@ from privacy_eval.distance.kernel import Scaling
 from privacy_eval.errors import UserError
 from privacy_eval.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
 from privacy_eval.metrics import REGISTRY, Shared, column_direct_match, distance, distance_report, linkage_success
+from privacy_eval.metrics.binning import BinGrid
 from privacy_eval.metrics.column_direct_match import ColumnDirectMatchResult, ColumnProtection
-from privacy_eval.metrics.knowledge_protection import BinGrid, KnowledgeProtectionResult
+from privacy_eval.metrics.knowledge_protection import KnowledgeProtectionResult
 from privacy_eval.metrics.row_direct_match import RowDirectMatchResult
 from privacy_eval.results import ColumnRow, MetricRow
 

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.config import ColumnDirectMatchConfig
-from privacy_eval.frames import qcol, whole_row_shuffles
+from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
 from privacy_eval.inputs import KEY
 from privacy_eval.metrics import Metric, Row, Shared
 from privacy_eval.results import ColumnRow, MetricRow
@@ -81,7 +81,7 @@ def column_direct_match_protection(
                 for i, c in enumerate(columns)
             ),
         ).collect()[0]
-    distinct_counts = _distinct_counts(synthetic, columns)
+    distinct_counts = distinct_per_column(synthetic, columns)
 
     n2 = float(n_original) ** 2
     per_column = [
@@ -102,37 +102,6 @@ def column_direct_match_protection(
         original_unpaired=n_original - paired,
         synthetic_unpaired=n_synthetic - paired,
     )
-
-
-def _distinct_counts(frame: DataFrame, columns: Sequence[str]) -> list[int]:
-    """u_c of every column, null counted as one value, in one pass and two shuffles.
-
-    One `count_distinct` per column is simpler, but Spark rewrites many distinct
-    aggregates into an Expand whose plan and generated code grow with the square of the
-    number of columns: at 200 columns that was 5x slower than this. Here every row is
-    unpivoted into (column index, value) pairs and the distinct pairs are counted per
-    index. A value sits in the field for its column's type, the other fields null, so
-    equality is Spark's grouping equality for that type (NaN = NaN, -0.0 = 0.0), and a
-    null value is one group of its own, as the spec counts it.
-    """
-    type_of = {c: frame.schema[c].dataType.simpleString() for c in columns}
-    slots = sorted(set(type_of.values()))
-    pairs = [
-        F.struct(
-            F.lit(i).alias("column"),
-            *(
-                (qcol(c) if t == type_of[c] else F.lit(None).cast(t)).alias(f"v{k}")
-                for k, t in enumerate(slots)
-            ),
-        )
-        for i, c in enumerate(columns)
-    ]
-    unpivoted = frame.select(F.explode(F.array(*pairs)).alias("pair")).select("pair.*")
-    counts = {
-        int(r["column"]): int(r["count"])
-        for r in unpivoted.distinct().groupBy("column").count().collect()
-    }
-    return [counts.get(i, 0) for i in range(len(columns))]  # an empty frame has none
 
 
 def _compute(shared: Shared, config: ColumnDirectMatchConfig) -> ColumnDirectMatchResult:
