@@ -164,9 +164,6 @@ def occurring_once(occurrences: DataFrame) -> DataFrame:
     return occurrences.filter(F.col(N_ORIGINAL) == 1)
 
 
-# Exact sums of row hashes (the inputs' fingerprint): a 64-bit value as three slices of
-# 22 bits, low to high (the highest signed); the sums of the slices as longs cannot
-# overflow below 2^41 rows, and recombine to the exact sum.
 def distinct_per_column(frame: DataFrame, columns: Sequence[str]) -> list[int]:
     """How many distinct values each of `columns` holds, null counted as one value (CDMP's
     u_c), in one pass and two shuffles.
@@ -199,6 +196,9 @@ def distinct_per_column(frame: DataFrame, columns: Sequence[str]) -> list[int]:
     return [counts.get(i, 0) for i in range(len(columns))]  # an empty frame has none
 
 
+# Exact sums of row hashes (the inputs' fingerprint): a 64-bit value as three slices of
+# 22 bits, low to high (the highest signed); the sums of the slices as longs cannot
+# overflow below 2^41 rows, and recombine to the exact sum.
 _SLICE_BITS = 22
 
 

@@ -60,15 +60,19 @@ def test_examples_land_in_the_results_tables(tmp_path):
     warehouse = tmp_path / "wh"
     wh = ["--set", f"results.warehouse={warehouse}"]
 
-    first = submit(wbcd_with(tmp_path / "light.yaml", "{row_direct_match: {target: 90}}"), "--run-id", "r1", *wh)
+    # r1 first with two metrics (one of them per column): the tables get created here.
+    light = wbcd_with(tmp_path / "light.yaml", "{row_direct_match: {target: 90}, column_direct_match: {target: 50}}")
+    first = submit(light, "--run-id", "r1", *wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "row_direct_match_protection" in first.stdout and "run_id r1" in first.stdout
+    assert job_warnings(first) == []
     # An Airflow-style run id, with ':' and '+' in it.
     airflow_id = "manual__2026-11-29T12:34:15.676400+00:00"
     second = submit("aids.yaml", "--run-id", airflow_id, *wh)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert job_warnings(second) == []
-    # Re-running r1 (the whole example now, with another target) replaces its rows
-    # instead of adding to them.
+    # Re-running r1 (the whole example now, with another target) replaces its rows in
+    # both tables instead of adding to them.
     again = submit("wbcd.yaml", "--run-id", "r1", *wh, "--set", "metrics.row_direct_match.target=99")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "row_direct_match_protection" in again.stdout and "run_id r1" in again.stdout

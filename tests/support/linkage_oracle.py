@@ -2,7 +2,8 @@
 per-record summary, the mode baseline and the precision-recall sweep, used by the tests
 and the benchmark as independent checks of the production path (which reduces
 histograms on the driver, privacy_eval.linkage.evaluation). Moved out of the
-production kernel unchanged.
+production kernel unchanged; the last section (the snapping tolerance, one record's
+counts and top-k restated in plain Python) is shared by the kernel tests.
 
 Naming follows the reference's explicit (ANON, RAW, SCORE) tables where a function
 takes one: ``anon`` = synthetic, ``raw`` = original.
