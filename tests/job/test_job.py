@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.expected import check_run, expected_aids, expected_wbcd
-from tests.support.jobrun import ENV, FAST, JOB, SPARK_SUBMIT, read_back, tree_digest
+from tests.support.jobrun import ENV, JOB, job_command, read_back, tree_digest
 from tests.support.paths import DATA, ROOT
 
 pytestmark = pytest.mark.slow
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 def submit(config: str | Path, *args: str) -> subprocess.CompletedProcess:
     """The job through spark-submit on `config`: a file of conf/examples by name, or a path."""
     path = config if isinstance(config, Path) else ROOT / "conf" / "examples" / config
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB), "--config", str(path), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    return subprocess.run(job_command(["--config", str(path), *args]), capture_output=True, text=True, env=ENV,
+                          timeout=300)
 
 
 # A line of Spark's own log at WARN (the pattern of Spark's default log4j2 configuration

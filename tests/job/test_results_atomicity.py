@@ -39,7 +39,7 @@ from privacy_eval.results import (
     ensure_tables,
     write_run,
 )
-from tests.support.jobrun import ENV, FAST, JOB, SPARK_SUBMIT, read_back, tree_digest
+from tests.support.jobrun import ENV, job_command, read_back, tree_digest
 from tests.support.paths import ROOT
 
 AIRFLOW_RUN_ID = "manual__2026-11-29T12:34:15.676400+00:00"  # ':' and '+': escaped folder names
@@ -374,8 +374,7 @@ STRICTER = ["--set", "metrics.row_direct_match.target=99", "--set", "metrics.col
 def start_job(config: Path, run_id: str, args: list[str], log: Path,
               env: dict[str, str] | None = None) -> subprocess.Popen:
     """spark-submit in a process group of its own, so that one signal stops all of it."""
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, str(JOB),
-               "--config", str(config), "--run-id", run_id, *args]
+    command = job_command(["--config", str(config), "--run-id", run_id, *args])
     with open(log, "w") as out:
         return subprocess.Popen(command, env={**ENV, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -28,8 +28,8 @@ from pyspark.logger import PySparkLogger
 from privacy_eval.errors import SPARK_CONTEXT_LOGGERS
 from tests.support.paths import ROOT
 
-__all__ = ["ENV", "FAST", "JOB", "SPARK_SUBMIT", "error_lines", "persisted_rdds", "read_back", "run_in_process",
-           "submit", "tree_digest"]
+__all__ = ["ENV", "FAST", "JOB", "SPARK_SUBMIT", "error_lines", "job_command", "persisted_rdds", "read_back",
+           "run_in_process", "submit", "tree_digest"]
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 JOB = ROOT / "jobs" / "evaluate_privacy.py"
@@ -74,6 +74,11 @@ def run_in_process(spark, args: Sequence[str]) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
+def job_command(args: Sequence[str], spark_options: Sequence[str] = ()) -> list[str]:
+    """spark-submit of the job on local[2] with the tests' FAST settings."""
+    return [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, *spark_options, str(JOB), *args]
+
+
 def submit(args: Sequence[str], env: Mapping[str, str] | None = None,
            spark_options: Sequence[str] = ()) -> tuple[int, str]:
     """Run the job through spark-submit on local[2]; (exit code, stdout + stderr).
@@ -81,8 +86,7 @@ def submit(args: Sequence[str], env: Mapping[str, str] | None = None,
     spark-submit hands the Python driver's stderr on through its stdout and prints the
     Spark log on stderr: together they are the driver log.
     """
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", *FAST, *spark_options, str(JOB), *args]
-    done = subprocess.run(command, capture_output=True, text=True, env={**ENV, **(env or {})}, timeout=300)
+    done = subprocess.run(job_command(args, spark_options), capture_output=True, text=True, env={**ENV, **(env or {})}, timeout=300)
     return done.returncode, done.stdout + done.stderr
 
 
