@@ -35,10 +35,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.support.examples import example_config
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "conf" / "examples" / "wbcd.yaml"
 PROPERTIES = ROOT / "conf" / "spark" / "local.conf"
 JOB = ROOT / "jobs" / "evaluate_privacy.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -120,14 +119,8 @@ def _stamp(text: str) -> float:
 
 def derived_config(folder: Path) -> tuple[Path, dict]:
     """wbcd.yaml with the seed metrics only, absolute paths, a warehouse in `folder`."""
-    config = yaml.safe_load(EXAMPLE.read_text())
-    config["metrics"] = {k: v for k, v in config["metrics"].items() if k in SEED_METRICS}
-    for side in ("original", "synthetic"):
-        config[side]["path"] = str((EXAMPLE.parent / config[side]["path"]).resolve())
-    config["results"]["warehouse"] = str(folder / "warehouse")
     path = folder / "wbcd_seed.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path, config
+    return path, example_config("wbcd.yaml", path, SEED_METRICS, folder / "warehouse")
 
 
 def run(command: list[str], log: Path) -> tuple[float, subprocess.CompletedProcess, float]:

@@ -23,6 +23,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from privacy_eval.session import build_session
+    from tests.support.jobrun import C1_ONLY
 
     scratch = tmp_path_factory.mktemp("spark")
     session = build_session(
@@ -35,7 +36,7 @@ def spark(tmp_path_factory):
             "spark.sql.adaptive.enabled": "false",
             "spark.driver.memory": "2g",
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+            "spark.driver.extraJavaOptions": C1_ONLY,
         },
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -32,6 +32,7 @@ import pytest
 
 from tests.support.doc_commands import COMMANDS_DOC, ROOT, run_block, run_group
 from tests.support.expected import check_run, expected_wbcd
+from tests.support.jobrun import C1_ONLY
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +86,7 @@ def base_env(scratch: Path) -> dict[str, str]:
         SPARK_DAEMON_MEMORY="512m",
         # Every JVM here (daemons, driver, executors) runs seconds on tiny data: the C1
         # compiler alone starts faster. Test setting only.
-        JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1",
+        JAVA_TOOL_OPTIONS=C1_ONLY,
     )
     return env
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.examples import example_config
 from tests.support.expected import check_run, expected_aids, expected_wbcd
 from tests.support.jobrun import ENV, JOB, job_command, read_back, tree_digest
-from tests.support.paths import DATA, ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -44,24 +45,14 @@ def job_warnings(run: subprocess.CompletedProcess) -> list[str]:
     return lines
 
 
-def wbcd_with(path: Path, metrics: str) -> Path:
-    """`path`, written as the WBCD example's config with only `metrics` (a YAML mapping):
-    runs that test the results tables, not the metrics, take ~20 s less than with the
-    example's every metric."""
-    path.write_text(
-        f"dataset: wbcd_avatar_k20\noriginal: {{path: '{DATA / 'wbcd' / 'original.csv'}'}}\n"
-        f"synthetic: {{path: '{DATA / 'wbcd' / 'avatar_k20.csv'}'}}\nrow_key: '@position'\n"
-        f"exclude: [Sample_code_number]\ncategorical: [Class]\nmetrics: {metrics}\n"
-    )
-    return path
-
-
 def test_examples_land_in_the_results_tables(tmp_path):
     warehouse = tmp_path / "wh"
     wh = ["--set", f"results.warehouse={warehouse}"]
 
     # r1 first with two metrics (one of them per column): the tables get created here.
-    light = wbcd_with(tmp_path / "light.yaml", "{row_direct_match: {target: 90}, column_direct_match: {target: 50}}")
+    # Runs that test the results tables, not the metrics, take ~20 s less with fewer metrics.
+    light = tmp_path / "light.yaml"
+    example_config("wbcd.yaml", light, ["row_direct_match", "column_direct_match"], warehouse)
     first = submit(light, "--run-id", "r1", *wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "row_direct_match_protection" in first.stdout and "run_id r1" in first.stdout
@@ -107,8 +98,9 @@ def test_examples_land_in_the_results_tables(tmp_path):
     assert len(error_lines) == 1 and "Not_A_Column" in error_lines[0]
     assert "Traceback" not in bad.stdout + bad.stderr
     # The gate needs one metric.
-    gate = wbcd_with(tmp_path / "gate.yaml", "{column_direct_match: {target: 100}}")
-    gated = submit(gate, "--run-id", "r4", *wh, "--fail-on-target")
+    gate = tmp_path / "gate.yaml"
+    example_config("wbcd.yaml", gate, ["column_direct_match"], warehouse)
+    gated = submit(gate, "--run-id", "r4", "--set", "metrics.column_direct_match.target=100", "--fail-on-target")
     assert gated.returncode == 3, gated.stdout[-3000:] + gated.stderr[-3000:]
     assert "FAIL" in gated.stdout
     assert tree_digest(warehouse) == before

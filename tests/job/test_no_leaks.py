@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.support.jobrun import error_lines, submit
+from tests.support.jobrun import C1_ONLY, error_lines, submit
 from tests.support.leaks import CANARY_MARKS, CANARY_NUMBER, CANARY_TEXT, leaks, leaks_in_files
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def run(planted: dict[str, Path], **changes) -> tuple[int, str]:
         ["--config", str(path), "--run-id", "canaries"],
         env={"TMPDIR": str(scratch / "tmp")},
         spark_options=["--conf", f"spark.local.dir={scratch / 'local'}",
-                       "--driver-java-options", f"-Djava.io.tmpdir={scratch / 'java'}"],
+                       "--driver-java-options", f"{C1_ONLY} -Djava.io.tmpdir={scratch / 'java'}"],
     )
 
 

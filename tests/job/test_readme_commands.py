@@ -15,6 +15,7 @@ import zipfile
 import pytest
 
 from tests.support.doc_commands import COMMANDS_DOC, ROOT, marked_blocks, run_block
+from tests.support.jobrun import C1_ONLY
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +83,7 @@ def test_package_builds_a_zip_for_py_files(packaged):
 def test_local_submission_writes_the_run(packaged, tmp_path):
     warehouse = tmp_path / "wh"
     # C1-only JIT: the JVM starts faster on this tiny example (test setting only).
-    env = {**os.environ, "WAREHOUSE": str(warehouse), "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}
+    env = {**os.environ, "WAREHOUSE": str(warehouse), "JAVA_TOOL_OPTIONS": C1_ONLY}
     done = run_block(COMMANDS_DOC, "local-submit", env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "run_id local-demo" in done.stdout

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from py4j.protocol import Py4JJavaError
 
+from tests.support.jobrun import C1_ONLY
 from tests.support.paths import ROOT
 
 KERNEL_POINTS = {"mapInArrow-scaling", "mapInArrow-scoring"}
@@ -82,7 +83,7 @@ def child(out: str, markers: str) -> None:
         "spark.python.daemon.module": "tests.support.faults",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": C1_ONLY,
     })
     spark.sparkContext.setLogLevel("OFF")  # the injected failures would log as task errors
 

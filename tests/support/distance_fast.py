@@ -198,35 +198,10 @@ def distance_fast(
     lap("dcr_nndr_search")
 
     # §5.3: pairs, radii, ball counts against the synthetic tree.
-    if key is None:
-        po = ps = np.arange(min(n, m))
-    else:
-        ko = pd.Series(np.arange(n), index=original[key].to_numpy())
-        ko = ko[ko.index.notna()]
-        ks = pd.Series(np.arange(m), index=synthetic[key].to_numpy())
-        ks = ks[ks.index.notna()]
-        both = ko.index.intersection(ks.index)
-        po = ko.loc[both].to_numpy()
-        ps = ks.loc[both].to_numpy()
-        order = np.argsort(po, kind="stable")
-        po, ps = po[order], ps[order]
-    q = xo[po]
-    r = _euclidean(q, xs[ps])
-    tau = TIE_REL * np.maximum(1.0, r)
-    tree = cKDTree(xs)
-    either = np.asarray(tree.query_ball_point(q, r + tau, return_length=True, workers=workers), dtype=np.int64)
-    closer = np.zeros(len(po), dtype=np.int64)
-    inner = r - tau
-    some = inner > 0
-    if some.any():
-        closer[some] = tree.query_ball_point(q[some], np.nextafter(inner[some], -np.inf), return_length=True,
-                                             workers=workers)
-    tied = either - closer - 1  # the own synthetic record is tied by construction
-    if (tied < 0).any():
-        raise RuntimeError("a record's own synthetic record was not found at its own distance")
+    po, ps = _paired_rows(original, synthetic, key)
+    c, t = _ball_counts(xo[po], xs, ps, workers)
     lap("cloaking_search")
 
-    c, t = closer, tied
     hit = np.where(c == 0, 1.0 / (1.0 + t), 0.0)
     lc = c + t
     lc_capped = np.minimum(lc, cap)
@@ -264,3 +239,39 @@ def distance_fast(
     }
     lap("figures")
     return out
+
+
+def _paired_rows(original: pd.DataFrame, synthetic: pd.DataFrame, key: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers (original, synthetic) of the pairs, in original row order."""
+    n, m = len(original), len(synthetic)
+    if key is None:
+        po = ps = np.arange(min(n, m))
+        return po, ps
+    ko = pd.Series(np.arange(n), index=original[key].to_numpy())
+    ko = ko[ko.index.notna()]
+    ks = pd.Series(np.arange(m), index=synthetic[key].to_numpy())
+    ks = ks[ks.index.notna()]
+    both = ko.index.intersection(ks.index)
+    po = ko.loc[both].to_numpy()
+    ps = ks.loc[both].to_numpy()
+    order = np.argsort(po, kind="stable")
+    return po[order], ps[order]
+
+
+def _ball_counts(q: np.ndarray, xs: np.ndarray, ps: np.ndarray, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """(closer, tied) per paired original `q`: the other synthetic records strictly
+    closer than its own (row `ps` of `xs`), and those as close within tau."""
+    r = _euclidean(q, xs[ps])
+    tau = TIE_REL * np.maximum(1.0, r)
+    tree = cKDTree(xs)
+    either = np.asarray(tree.query_ball_point(q, r + tau, return_length=True, workers=workers), dtype=np.int64)
+    closer = np.zeros(len(ps), dtype=np.int64)
+    inner = r - tau
+    some = inner > 0
+    if some.any():
+        closer[some] = tree.query_ball_point(q[some], np.nextafter(inner[some], -np.inf), return_length=True,
+                                             workers=workers)
+    tied = either - closer - 1  # the own synthetic record is tied by construction
+    if (tied < 0).any():
+        raise RuntimeError("a record's own synthetic record was not found at its own distance")
+    return closer, tied

@@ -288,17 +288,7 @@ def distance_reference(
 
     # §5.3 hidden rate and local cloaking over the paired originals.
     paired = pairs(original, synthetic, key)
-    c = np.zeros(len(paired), dtype=np.int64)
-    t = np.zeros(len(paired), dtype=np.int64)
-    others = np.ones(m, dtype=bool)
-    for p, (i, a) in enumerate(paired):
-        row = d_os[i]
-        r = row[a]
-        others[a] = False
-        d = row[others]
-        others[a] = True
-        c[p] = int((d < r - tau(r)).sum())
-        t[p] = int((np.abs(d - r) <= tau(r)).sum())
+    c, t = _closer_and_tied(d_os, paired)
     # hit uses the exact t_i even past the cap (the spec caps LC only).
     hit = np.where(c == 0, 1.0 / (1.0 + t), 0.0)
     lc = c + t
@@ -307,12 +297,7 @@ def distance_reference(
     capped = int((lc >= cap).sum())
 
     # §5.4 DCR and NNDR: two smallest distances from each synthetic record to the originals.
-    if m and n >= 2:
-        two = np.partition(d_os, 1, axis=0)[:2]
-        d1, d2 = two[0], two[1]
-    else:
-        d1 = d_os.min(axis=0) if m else np.zeros(0)
-        d2 = np.full(m, np.nan)
+    d1, d2 = _two_smallest(d_os)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(d2 == 0.0, 1.0, d1 / d2)
     have_d2 = n >= 2 and m > 0
@@ -369,20 +354,53 @@ def distance_reference(
 
     # §5.5 holdout share, same space (fitted on the original only).
     if holdout is not None:
-        xh, imp_h = embed(space, holdout)
-        n_h = len(holdout)
-        d_h = pairwise_distances(xs, xh).min(axis=1) if n_h else np.full(m, np.inf)
-        closer = int((d1 < d_h - tau(d_h)).sum())
-        tied = int((np.abs(d1 - d_h) <= tau(d_h)).sum())
-        out.update(
-            imputed_holdout=imp_h,
-            holdout_share=(closer + 0.5 * tied) / m if m else None,
-            holdout_expected=n / (n + n_h),
-            holdout_closer=closer,
-            holdout_tied=tied,
-            d_holdout=d_h,
-        )
+        out.update(_holdout_figures(space, holdout, xs, d1, n))
     return out
+
+
+def _closer_and_tied(d_os: np.ndarray, paired: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair (i, a): how many other synthetic records are strictly closer to original
+    i than its own a (c), and how many are as close within tau (t)."""
+    m = d_os.shape[1]
+    c = np.zeros(len(paired), dtype=np.int64)
+    t = np.zeros(len(paired), dtype=np.int64)
+    others = np.ones(m, dtype=bool)
+    for p, (i, a) in enumerate(paired):
+        row = d_os[i]
+        r = row[a]
+        others[a] = False
+        d = row[others]
+        others[a] = True
+        c[p] = int((d < r - tau(r)).sum())
+        t[p] = int((np.abs(d - r) <= tau(r)).sum())
+    return c, t
+
+
+def _two_smallest(d_os: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(d1, d2) per synthetic record (column of `d_os`): its two smallest distances to
+    the originals; d2 is NaN with fewer than two originals."""
+    n, m = d_os.shape
+    if m and n >= 2:
+        two = np.partition(d_os, 1, axis=0)[:2]
+        return two[0], two[1]
+    return (d_os.min(axis=0) if m else np.zeros(0)), np.full(m, np.nan)
+
+
+def _holdout_figures(space: Space, holdout: pd.DataFrame, xs: np.ndarray, d1: np.ndarray, n: int) -> dict[str, Any]:
+    m = len(xs)
+    xh, imp_h = embed(space, holdout)
+    n_h = len(holdout)
+    d_h = pairwise_distances(xs, xh).min(axis=1) if n_h else np.full(m, np.inf)
+    closer = int((d1 < d_h - tau(d_h)).sum())
+    tied = int((np.abs(d1 - d_h) <= tau(d_h)).sum())
+    return {
+        "imputed_holdout": imp_h,
+        "holdout_share": (closer + 0.5 * tied) / m if m else None,
+        "holdout_expected": n / (n + n_h),
+        "holdout_closer": closer,
+        "holdout_tied": tied,
+        "d_holdout": d_h,
+    }
 
 
 def tie_fixture() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -28,7 +28,7 @@ from pyspark.logger import PySparkLogger
 from privacy_eval.errors import SPARK_CONTEXT_LOGGERS
 from tests.support.paths import ROOT
 
-__all__ = ["ENV", "FAST", "JOB", "SPARK_SUBMIT", "error_lines", "job_command", "persisted_rdds", "read_back",
+__all__ = ["C1_ONLY", "ENV", "FAST", "JOB", "SPARK_SUBMIT", "error_lines", "job_command", "persisted_rdds", "read_back",
            "run_in_process", "submit", "tree_digest"]
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -37,10 +37,11 @@ ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": 
        "SPARK_LOCAL_IP": "127.0.0.1"}
 # Short-lived JVMs: the C1 compiler alone starts faster (a WBCD run of every metric took
 # 26-29 s instead of 34-44 s; it would slow a large evaluation down, so only tests use it).
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 # extraJavaOptions: conf/spark/local.conf's defaultJavaOptions (the log configuration)
-# stay; a test's own --driver-java-options replaces it.
+# stay; a test's own --driver-java-options replaces it, so it adds C1_ONLY itself.
 FAST = ["--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
+        "--conf", f"spark.driver.extraJavaOptions={C1_ONLY}"]
 
 # The level tests/conftest.py gives the shared session; the job sets its own.
 TEST_LOG_LEVEL = "ERROR"

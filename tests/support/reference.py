@@ -17,7 +17,9 @@ import pandas as pd
 
 def singletons(original: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     counts = original.groupby(list(columns), dropna=False, sort=False).size()
-    return counts[counts == 1].reset_index()[list(columns)]
+    # to_frame, not reset_index: the latter inserts one column at a time, which pandas
+    # warns about (PerformanceWarning) on tables of a few hundred columns.
+    return counts[counts == 1].index.to_frame(index=False)[list(columns)]
 
 
 def row_direct_match(original: pd.DataFrame, synthetic: pd.DataFrame, columns: Sequence[str]) -> dict:
