@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.examples import example_config
+from tests.support.examples import EXAMPLES, example_config
 from tests.support.expected import check_run, expected_aids, expected_wbcd
 from tests.support.jobrun import ENV, JOB, job_command, read_back, tree_digest
-from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
 
 def submit(config: str | Path, *args: str) -> subprocess.CompletedProcess:
     """The job through spark-submit on `config`: a file of conf/examples by name, or a path."""
-    path = config if isinstance(config, Path) else ROOT / "conf" / "examples" / config
+    path = config if isinstance(config, Path) else EXAMPLES / config
     return subprocess.run(job_command(["--config", str(path), *args]), capture_output=True, text=True, env=ENV,
                           timeout=300)
 
@@ -53,7 +52,7 @@ def test_examples_land_in_the_results_tables(tmp_path):
     # Runs that test the results tables, not the metrics, take ~20 s less with fewer metrics.
     light = tmp_path / "light.yaml"
     example_config("wbcd.yaml", light, ["row_direct_match", "column_direct_match"], warehouse)
-    first = submit(light, "--run-id", "r1", *wh)
+    first = submit(light, "--run-id", "r1")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "row_direct_match_protection" in first.stdout and "run_id r1" in first.stdout
     assert job_warnings(first) == []

@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 
 from privacy_eval.config import POSITION_KEY, load_config
-from tests.support.paths import ROOT
+from tests.support.examples import EXAMPLES
 
-EXAMPLES = ROOT / "conf" / "examples"
 LARGE = EXAMPLES / "large_parquet_s3.yaml"
 
 
