@@ -6,6 +6,8 @@
     scripts/bench --small [--runs 3]      the WBCD job against a bare read-and-count, whole processes (bench_small.py)
     scripts/bench --rows N --processes [--runs 3]
                                           the job (spark-submit) against DuckDB, whole processes (bench_processes.py)
+    scripts/bench --wide COLUMNS --rows N [--runs 3]
+                                          the occurrence pass by whole rows and by row digests (bench_wide.py)
 
 Generates a seeded original/synthetic pair with tests/support/datagen.py (the property test's
 generator), writes it as Parquet, then times, in this one run:
@@ -350,9 +352,11 @@ def main() -> int:
     parser.add_argument("--processes", action="store_true",
                         help="time the job (spark-submit) and DuckDB as whole processes instead")
     parser.add_argument("--runs", type=int, default=3,
-                        help="--small, --processes: timed runs of each process (median reported)")
+                        help="--small, --processes, --wide: timed runs of each (median reported)")
     parser.add_argument("--out", help="--small, --processes: output folder (default: a new temporary folder)")
     parser.add_argument("--jobs", action="store_true", help="--small: also count the Spark jobs of each phase")
+    parser.add_argument("--wide", type=int, metavar="COLUMNS",
+                        help="time the occurrence pass on rows of COLUMNS columns, by whole rows and by digests")
     args = parser.parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -363,6 +367,11 @@ def main() -> int:
         import bench_small
 
         return bench_small.main_small(args)
+    if args.wide:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import bench_wide
+
+        return bench_wide.main_wide(args)
     if args.distance:
         sys.path.insert(0, str(ROOT / "scripts"))
         import bench_distance

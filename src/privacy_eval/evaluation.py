@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -98,7 +99,7 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
     evaluation = Evaluation([], [], inputs.n_original, inputs.n_synthetic, inputs.fingerprint)
     shared = Shared(inputs, evaluation.warnings)
     try:
-        _shared_steps(shared, [metric for metric, _ in chosen])
+        _shared_steps(shared, chosen)
         for metric, config in chosen:
             with phase(metric.phase):
                 result = metric.compute(shared, config)
@@ -110,19 +111,23 @@ def evaluate_inputs(inputs: EvaluationInputs, metrics: MetricsConfig) -> Evaluat
     return evaluation
 
 
-def _shared_steps(shared: Shared, metrics: list[Metric]) -> None:
-    """What several of `metrics` need, once: the alignment check, then the occurrences."""
+def _shared_steps(shared: Shared, chosen: list[tuple[Metric, Any]]) -> None:
+    """What several of the `chosen` metrics need, once: the alignment check, then the
+    occurrences (holding the columns those metrics read)."""
     inputs = shared.inputs
     # Before anything is cached below, so that a failure here leaves no cache behind.
-    if any(metric.trusts_row_key for metric in metrics):
+    if any(metric.trusts_row_key for metric, _ in chosen):
         with phase("alignment check"):
             shared.alignment = inputs.alignment()
         if not shared.alignment.conclusive:
             shared.note(f"alignment: {shared.alignment.reason()}")
-    if any(metric.needs_occurrences for metric in metrics):
+    readers = [(metric, config) for metric, config in chosen if metric.occurrence_columns is not None]
+    if readers:
+        read = {name for metric, config in readers for name in metric.occurrence_columns(config)}
         with phase("rows of both tables with their occurrences"):
             # One aggregation serves RDMP and KPR: computed and cached once.
             shared.occurrences = cached_row_occurrences(
-                inputs.original, inputs.synthetic, inputs.columns, inputs.n_original + inputs.n_synthetic
+                inputs.original, inputs.synthetic, inputs.columns, inputs.n_original + inputs.n_synthetic,
+                keep=[c for c in inputs.columns if c in read],
             )
             shared.n_singletons = occurring_once(shared.occurrences).count()

@@ -1,5 +1,5 @@
 """DataFrame steps that several modules share: column references, counting equal rows
-across the two tables, the task count of shuffles of whole rows, distinct values per
+across the two tables (whole, or by row digests when they are wide), the task count of shuffles of whole rows, distinct values per
 column, exact sums of 64-bit hashes, and small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
@@ -25,10 +25,21 @@ N_SYNTHETIC = INTERNAL_PREFIX + "n_synthetic"
 _CACHED_PARTITIONING = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
 # Spark >= 4.3; older versions accept the key and ignore it.
 _BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
+_CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Cells (rows x columns) per task of a shuffle of whole rows (whole_row_shuffles):
 # 2.5e6 rows of six columns fit a task's share of a 4g local driver.
 CELLS_PER_TASK = 15_000_000
+# cached_row_occurrences counts rows by their digests from this width and size on
+# (docs/benchmarks.md); below them whole rows are grouped.
+DIGEST_MIN_COLUMNS = 24
+DIGEST_MIN_ROWS = 2_000_000
+# Undecided digests up to this many are broadcast to the rows that carry them.
+BROADCAST_DIGESTS = 2_000_000
+_DIGEST = INTERNAL_PREFIX + "digest"
+_HASHED_ALIKE = (
+    T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BinaryType,
+)
 
 
 @contextlib.contextmanager
@@ -118,9 +129,14 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
     )
 
 
-def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: Sequence[str], n_rows: int) -> DataFrame:
+def cached_row_occurrences(
+    original: DataFrame, synthetic: DataFrame, columns: Sequence[str], n_rows: int,
+    keep: Sequence[str] | None = None,
+) -> DataFrame:
     """:func:`occurrence_counts` over whole rows, cached (the caller unpersists it);
-    `n_rows` is the number of rows of both tables together.
+    `n_rows` is the number of rows of both tables together. `keep`, when given, names
+    the only columns the caller reads besides the counts: wide inputs are then counted
+    by :func:`digested_occurrences`, which holds those columns alone.
 
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
     builds a hash map of every row and spills it: skipping it took the fill and count of
@@ -129,10 +145,93 @@ def cached_row_occurrences(original: DataFrame, synthetic: DataFrame, columns: S
     :func:`whole_row_shuffles`. A cached query is planned when it is defined, so both
     settings hold for this call only.
     """
+    if keep is not None and digests_pay(original, columns, n_rows):
+        return digested_occurrences(original, synthetic, columns, keep, n_rows)
     frame = occurrence_counts(original, synthetic, columns)
     spark = frame.sparkSession
     with _session_setting(spark, _BYPASS_PARTIAL, "true"), whole_row_shuffles(spark, n_rows, len(columns)):
         return frame.cache()
+
+
+def digests_pay(frame: DataFrame, columns: Sequence[str], n_rows: int) -> bool:
+    """Whether :func:`digested_occurrences` should count these rows: wide and many
+    (below that a digest is hardly narrower than the row, and its second pass costs more
+    than it saves; docs/benchmarks.md), and of types whose equal values Spark hashes
+    alike (atomic types; strings compared byte for byte)."""
+    if len(columns) < DIGEST_MIN_COLUMNS or n_rows < DIGEST_MIN_ROWS:
+        return False
+    kinds = [frame.schema[c].dataType for c in columns]
+    return all(
+        isinstance(k, _HASHED_ALIKE) and getattr(k, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+        for k in kinds
+    )
+
+
+def row_digest(columns: Sequence[Column]) -> Column:
+    """A 64-bit hash of the row: equal rows get equal digests (-0.0 and 0.0 alike, every
+    NaN alike: Spark hashes a double by its canonical bits; tests pin it), different rows
+    rarely do. Nulls are skipped, so rows that differ only in which columns are null may
+    share a digest: :func:`digested_occurrences` settles them like any collision. Null
+    flags would avoid that, but hashing them took 14 s instead of 5 s for 1e6 rows of 100
+    columns (docs/benchmarks.md)."""
+    return F.xxhash64(*columns)
+
+
+def digested_occurrences(
+    original: DataFrame, synthetic: DataFrame, columns: Sequence[str], keep: Sequence[str], n_rows: int
+) -> DataFrame:
+    """:func:`occurrence_counts` over whole rows with only the `keep` columns (and the
+    counts) kept, cached: the same rows and counts, without shuffling whole rows.
+
+    Every row travels as its digest (:func:`row_digest`) and its `keep` columns, grouped
+    by digest. Equal rows have equal digests, so a digest of one row is a row that no
+    other row of either table equals: its counts, (1, 0) or (0, 1), are exact whatever
+    else collides. A digest of two or more rows (duplicates, rows found on both sides, and
+    any collision of different rows) is undecided: its rows are found again and grouped
+    on their real values, so a collision costs time, never a wrong count. At 1e6-2e6 rows
+    per side this took 0.6x the time of grouping whole rows of 40 or 100 columns, and as
+    long at 20 (docs/benchmarks.md).
+    """
+    spark = original.sparkSession
+    row = [qcol(c) for c in columns]
+    kept = [qcol(c) for c in keep]
+    counts = [F.sum(N_ORIGINAL).alias(N_ORIGINAL), F.sum(N_SYNTHETIC).alias(N_SYNTHETIC)]
+    total = F.col(N_ORIGINAL) + F.col(N_SYNTHETIC)
+    # The semi-join below makes the optimizer derive constraints from the typed inputs'
+    # projections, which grow with every pair of their columns: at 40 columns that
+    # filled a 4g driver before the query ran. It only infers filters; none is needed.
+    with _session_setting(spark, _CONSTRAINTS, "false"):
+        with _session_setting(spark, _BYPASS_PARTIAL, "true"), whole_row_shuffles(spark, n_rows, len(keep) + 3):
+            # `first`: only the values of digests of one row are read.
+            firsts = [F.first(k).alias(name) for k, name in zip(kept, keep)]
+            groups = _digested_sides(original, synthetic, row, kept).groupBy(_DIGEST).agg(*counts, *firsts).cache()
+        try:
+            undecided = groups.filter(total > 1)
+            n_digests, n_undecided_rows = undecided.agg(F.count(F.lit(1)), F.sum(total)).collect()[0]
+            digests = undecided.select(_DIGEST)
+            if n_digests <= BROADCAST_DIGESTS:  # else the rows are shuffled to the digests
+                digests = F.broadcast(digests)
+            settled = (
+                _digested_sides(original, synthetic, row, row).join(digests, on=_DIGEST, how="left_semi")
+                .groupBy(*row).agg(*counts).select(*kept, N_ORIGINAL, N_SYNTHETIC)
+            )
+            decided = groups.filter(total == 1).select(*kept, N_ORIGINAL, N_SYNTHETIC)
+            with whole_row_shuffles(spark, n_undecided_rows or 0, len(columns)):
+                result = decided.unionByName(settled).cache()
+            result.count()  # filled while `groups` is still cached
+            return result
+        finally:
+            groups.unpersist()
+
+
+def _digested_sides(original: DataFrame, synthetic: DataFrame, row: Sequence[Column], carried: Sequence[Column]) -> DataFrame:
+    """Both tables stacked, a row each: the digest of `row`, the `carried` columns, and
+    N_ORIGINAL, N_SYNTHETIC = 1, 0 for the original's rows and 0, 1 for the synthetic's."""
+    sides = [
+        frame.select(row_digest(row).alias(_DIGEST), *carried, F.lit(n_o).alias(N_ORIGINAL), F.lit(n_s).alias(N_SYNTHETIC))
+        for frame, n_o, n_s in ((original, 1, 0), (synthetic, 0, 1))
+    ]
+    return sides[0].unionByName(sides[1])
 
 
 def shuffle_partitions(spark: SparkSession) -> int:

@@ -128,8 +128,19 @@ def test_column_with_as_many_distinct_values_as_rows(spark):
     assert_matches_reference(metrics, columns, original, synthetic, ["code"], [])
 
 
-def test_two_hundred_columns(spark):
-    """200 compared columns: one aggregation each for the matches and the distinct counts."""
+@pytest.mark.parametrize("route", ["whole rows", "digests"])
+def test_two_hundred_columns(spark, monkeypatch, route):
+    """200 compared columns: one aggregation each for the matches and the distinct counts;
+    the occurrences counted on whole rows, or by row digests (frames.digested_occurrences,
+    forced here: the job takes that route from 24 columns and 2e6 rows on)."""
+    from privacy_eval import frames
+
+    routes = []
+    if route == "digests":
+        digested = frames.digested_occurrences
+        monkeypatch.setattr(frames, "digested_occurrences", lambda *args: routes.append(route) or digested(*args))
+        monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
+        monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
     rng = np.random.default_rng(5)
     n, p = 40, 200
     names = [f"col_{j:03d}" for j in range(p)]
@@ -145,6 +156,7 @@ def test_two_hundred_columns(spark):
     assert sorted(c.risk_rank for c in columns.values()) == list(range(1, p + 1))
     assert metrics["row_direct_match_protection"].numerator >= 4
     assert_matches_reference(metrics, columns, original, synthetic, known, known)
+    assert routes == ([] if route == "whole rows" else [route])
 
 
 def test_one_block_holding_every_record(spark):

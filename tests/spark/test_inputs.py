@@ -341,6 +341,78 @@ def test_cached_row_occurrences_gives_large_inputs_more_tasks_and_the_same_count
         cached.unpersist()
 
 
+# x double, y and z text. By hand, (x, in the original, in the synthetic table):
+# (1.0, "a", "a") twice in the original; (2.0, None, "b") once and twice; the two rows of
+# x = 3.0 differ only in which column is null, so the row hash (nulls skipped) collides;
+# 0.0 and -0.0 are one value, and so are two NaNs.
+_DIGEST_ORIGINAL = [(1.0, "a", "a"), (1.0, "a", "a"), (2.0, None, "b"), (3.0, "c", None), (0.0, "z", "z"),
+                    (float("nan"), "n", "n"), (5.0, "e", "e")]
+_DIGEST_SYNTHETIC = [(2.0, None, "b"), (2.0, None, "b"), (3.0, None, "c"), (-0.0, "z", "z"),
+                     (float("nan"), "n", "n"), (4.0, "d", "d")]
+_DIGEST_COUNTS = [(1.0, 2, 0), (2.0, 1, 2), (3.0, 1, 0), (3.0, 0, 1), (0.0, 1, 1), ("NaN", 1, 1),
+                  (5.0, 1, 0), (4.0, 0, 1)]
+
+
+@pytest.mark.parametrize("digest", ["row hash", "every row colliding", "undecided rows shuffled"])
+def test_digested_occurrences_count_exactly_whatever_collides(spark, monkeypatch, digest):
+    from privacy_eval import frames as f
+    from tests.support.jobrun import persisted_rdds
+
+    original, synthetic = frames(spark, _DIGEST_ORIGINAL, "x double, y string, z string",
+                                 _DIGEST_SYNTHETIC, "x double, y string, z string")
+    columns = ["x", "y", "z"]
+    hashed = original.select(f.row_digest([F.col(c) for c in columns]).alias("h")).collect()
+    other = synthetic.select(f.row_digest([F.col(c) for c in columns]).alias("h")).collect()
+    assert hashed[3] == other[2]                                   # the forced-by-nulls collision
+    assert hashed[4] == other[3] and hashed[5] == other[4]         # -0.0 as 0.0, NaN as NaN
+    if digest == "every row colliding":
+        monkeypatch.setattr(f, "row_digest", lambda cols: F.lit(7).cast("long"))
+    if digest == "undecided rows shuffled":
+        monkeypatch.setattr(f, "BROADCAST_DIGESTS", 0)
+    held = persisted_rdds(spark)
+    counted = f.digested_occurrences(original, synthetic, columns, keep=["x"], n_rows=13)
+    try:
+        assert counted.columns == ["x", f.N_ORIGINAL, f.N_SYNTHETIC]
+        assert persisted_rdds(spark) == held + 1                   # the result; its groups released
+        got = [("NaN" if r["x"] != r["x"] else r["x"], r[1], r[2]) for r in counted.collect()]
+        assert sorted(got, key=str) == sorted(_DIGEST_COUNTS, key=str)
+    finally:
+        counted.unpersist()
+    counts_only = f.digested_occurrences(original, synthetic, columns, keep=[], n_rows=13)  # RDMP alone
+    try:
+        assert sorted(map(tuple, counts_only.collect())) == sorted(c[1:] for c in _DIGEST_COUNTS)
+    finally:
+        counts_only.unpersist()
+
+
+def test_wide_and_large_inputs_of_hashable_types_are_counted_by_digests(spark, monkeypatch):
+    from privacy_eval import frames as f
+
+    frame = spark.createDataFrame([(1, "a", 1.5)], "x long, y string, z double").select(
+        "x", "y", "z", F.col("y").cast("string collate UTF8_LCASE").alias("folded"),
+        F.array("x").alias("listed"), F.lit(None).cast("decimal(10,2)").alias("amount"),
+        F.current_date().alias("day"), F.current_timestamp().alias("at"),
+    )
+    plain = ["x", "y", "z", "amount", "day", "at"]
+    assert not f.digests_pay(frame, plain, n_rows=10 ** 9)        # 6 columns: too narrow
+    assert not f.digests_pay(frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS - 1)
+    assert f.digests_pay(frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS)
+    # Equal values must hash alike: arrays (of doubles, -0.0) and strings equal under a
+    # collation other than byte equality are counted on whole rows.
+    assert not f.digests_pay(frame, plain * 4 + ["listed"], n_rows=10 ** 9)
+    assert not f.digests_pay(frame, plain * 4 + ["folded"], n_rows=10 ** 9)
+    # Whether it pays or not, the figures are the same: cached_row_occurrences routes.
+    routes = []
+    monkeypatch.setattr(f, "digested_occurrences", lambda *args: routes.append(args[3]) or "digests")
+    monkeypatch.setattr(f, "DIGEST_MIN_COLUMNS", 2)
+    monkeypatch.setattr(f, "DIGEST_MIN_ROWS", 2)
+    assert f.cached_row_occurrences(frame, frame, ["x", "y"], n_rows=2, keep=["y"]) == "digests"
+    assert routes == [["y"]]
+    whole = f.cached_row_occurrences(frame, frame, ["x", "y"], n_rows=2)  # no `keep`: whole rows
+    whole.unpersist()
+    assert routes == [["y"]] and whole.columns == ["x", "y", f.N_ORIGINAL, f.N_SYNTHETIC]
+
+
 def test_whole_row_shuffles_sets_the_task_count_for_its_duration(spark):
     from privacy_eval.frames import CELLS_PER_TASK, whole_row_shuffles
 

@@ -49,7 +49,8 @@ class Shared:
     and the warnings the metrics raise.
 
     - `occurrences`: every distinct row of both tables with its counts per side
-      (frames.cached_row_occurrences); Row Direct Match Protection and the Knowledge
+      (frames.cached_row_occurrences), holding at least the columns the metrics'
+      `occurrence_columns` name; Row Direct Match Protection and the Knowledge
       Protection Rate read it, and `n_singletons` (|U|) is counted from it once.
     - `alignment`: the inputs' alignment check, for the metrics that trust the row key;
       their rows go through `with_alignment`.
@@ -99,7 +100,9 @@ class Metric:
     report_keys: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     report_section: ReportSection | None = None
     figures: tuple[str, ...] = ()   # file names its report section may draw
-    needs_occurrences: bool = False
+    # The compared columns it reads from `Shared.occurrences` (config -> names), if it
+    # reads them at all: the aggregate may hold only the columns some metric reads.
+    occurrence_columns: Callable[[Any], Sequence[str]] | None = None
     trusts_row_key: bool = False    # marked `misaligned` when the alignment check fails
     # Work for the first passes of prepare_inputs: config -> (paired_where, side_aggregates).
     first_pass: Callable[[Any], tuple[Any, Any]] | None = None

@@ -132,5 +132,5 @@ METRIC = Metric(
     compute=_compute,
     rows=_rows,
     report_keys={NAME: ("n", "n_singletons", "exposed", "unique_synthetic_profiles")},
-    needs_occurrences=True,
+    occurrence_columns=lambda config: config.known_variables,
 )

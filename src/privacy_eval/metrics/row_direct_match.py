@@ -86,5 +86,5 @@ METRIC = Metric(
     compute=_compute,
     rows=_rows,
     report_keys={NAME: ("n", "n_singletons", "n_duplicated_rows", "reproduced_singletons")},
-    needs_occurrences=True,
+    occurrence_columns=lambda config: (),  # the counts alone
 )
