@@ -15,13 +15,14 @@ the others afresh.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
 import time
 from pathlib import Path
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from privacy_eval import frames
@@ -39,7 +40,7 @@ def _columns(width: int, seed: int) -> list[Column]:
     return out
 
 
-def generate(spark, rows: int, width: int, seed: int, folder: Path) -> tuple[str, str]:
+def generate(spark: SparkSession, rows: int, width: int, seed: int, folder: Path) -> tuple[str, str]:
     original, synthetic = str(folder / "original"), str(folder / "synthetic")
     if not (folder / "synthetic" / "_SUCCESS").exists():
         spark.range(rows).select(F.col("id"), *_columns(width, seed)).write.mode("overwrite").parquet(original)
@@ -49,7 +50,9 @@ def generate(spark, rows: int, width: int, seed: int, folder: Path) -> tuple[str
     return original, synthetic
 
 
-def _counted(original, synthetic, columns: list[str], n_rows: int, digests: bool) -> tuple[float, tuple]:
+def _counted(
+    original: DataFrame, synthetic: DataFrame, columns: list[str], n_rows: int, digests: bool
+) -> tuple[float, tuple]:
     started = time.perf_counter()
     if digests:
         aggregate = frames.digested_occurrences(original, synthetic, columns, columns[:KEEP], n_rows)
@@ -64,7 +67,7 @@ def _counted(original, synthetic, columns: list[str], n_rows: int, digests: bool
     return seconds, tuple(counts)
 
 
-def main_wide(args) -> int:
+def main_wide(args: argparse.Namespace) -> int:
     spark = build_session("privacy-eval-bench-wide", {
         "spark.master": args.master, "spark.driver.memory": "4g",
         "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",

@@ -145,7 +145,7 @@ def cached_row_occurrences(
     :func:`whole_row_shuffles`. A cached query is planned when it is defined, so both
     settings hold for this call only.
     """
-    if keep is not None and digests_pay(original, columns, n_rows):
+    if keep is not None and digests_pay(original, synthetic, columns, n_rows):
         return digested_occurrences(original, synthetic, columns, keep, n_rows)
     frame = occurrence_counts(original, synthetic, columns)
     spark = frame.sparkSession
@@ -153,26 +153,27 @@ def cached_row_occurrences(
         return frame.cache()
 
 
-def digests_pay(frame: DataFrame, columns: Sequence[str], n_rows: int) -> bool:
+def digests_pay(original: DataFrame, synthetic: DataFrame, columns: Sequence[str], n_rows: int) -> bool:
     """Whether :func:`digested_occurrences` should count these rows: wide and many
     (below that a digest is hardly narrower than the row, and its second pass costs more
-    than it saves; docs/benchmarks.md), and of types whose equal values Spark hashes
-    alike (atomic types; strings compared byte for byte)."""
+    than it saves; docs/benchmarks.md), of one type per column on both sides (a digest is
+    taken before the two tables are stacked, so 1 and 1.0 would hash apart), and of types
+    whose equal values Spark hashes alike (atomic types; strings compared byte for byte)."""
     if len(columns) < DIGEST_MIN_COLUMNS or n_rows < DIGEST_MIN_ROWS:
         return False
-    kinds = [frame.schema[c].dataType for c in columns]
-    return all(
+    kinds = [original.schema[c].dataType for c in columns]
+    return kinds == [synthetic.schema[c].dataType for c in columns] and all(
         isinstance(k, _HASHED_ALIKE) and getattr(k, "collation", "UTF8_BINARY") == "UTF8_BINARY"
         for k in kinds
     )
 
 
 def row_digest(columns: Sequence[Column]) -> Column:
-    """A 64-bit hash of the row: equal rows get equal digests (-0.0 and 0.0 alike, every
-    NaN alike: Spark hashes a double by its canonical bits; tests pin it), different rows
-    rarely do. Nulls are skipped, so rows that differ only in which columns are null may
-    share a digest: :func:`digested_occurrences` settles them like any collision. Null
-    flags would avoid that, but hashing them took 14 s instead of 5 s for 1e6 rows of 100
+    """A 64-bit hash of the row: equal rows of one schema get equal digests (Spark hashes
+    -0.0 as 0.0 and every NaN by one bit pattern; tests pin it), different rows rarely
+    do. Nulls are skipped, so rows that differ only in which columns are null may share a
+    digest: :func:`digested_occurrences` settles them like any collision. Null flags
+    would avoid that, but hashing them took 14 s instead of 5 s for 1e6 rows of 100
     columns (docs/benchmarks.md)."""
     return F.xxhash64(*columns)
 
@@ -189,8 +190,9 @@ def digested_occurrences(
     else collides. A digest of two or more rows (duplicates, rows found on both sides, and
     any collision of different rows) is undecided: its rows are found again and grouped
     on their real values, so a collision costs time, never a wrong count. At 1e6-2e6 rows
-    per side this took 0.6x the time of grouping whole rows of 40 or 100 columns, and as
-    long at 20 (docs/benchmarks.md).
+    per side this took 0.54-0.56x the time of grouping whole rows of 40 or 100 columns,
+    0.8x at 24 (docs/benchmarks.md). Both tables must hold one type per column
+    (:func:`digests_pay`).
     """
     spark = original.sparkSession
     row = [qcol(c) for c in columns]
@@ -209,16 +211,23 @@ def digested_occurrences(
             undecided = groups.filter(total > 1)
             n_digests, n_undecided_rows = undecided.agg(F.count(F.lit(1)), F.sum(total)).collect()[0]
             digests = undecided.select(_DIGEST)
-            if n_digests <= BROADCAST_DIGESTS:  # else the rows are shuffled to the digests
+            # Every task holds the broadcast digests; beyond that many (2e6 longs, ~32 MB
+            # as a hashed relation) every row is shuffled whole to them instead.
+            broadcast = n_digests <= BROADCAST_DIGESTS
+            if broadcast:
                 digests = F.broadcast(digests)
             settled = (
                 _digested_sides(original, synthetic, row, row).join(digests, on=_DIGEST, how="left_semi")
                 .groupBy(*row).agg(*counts).select(*kept, N_ORIGINAL, N_SYNTHETIC)
             )
             decided = groups.filter(total == 1).select(*kept, N_ORIGINAL, N_SYNTHETIC)
-            with whole_row_shuffles(spark, n_undecided_rows or 0, len(columns)):
+            with whole_row_shuffles(spark, (n_undecided_rows or 0) if broadcast else n_rows, len(columns)):
                 result = decided.unionByName(settled).cache()
-            result.count()  # filled while `groups` is still cached
+            try:
+                result.count()  # filled while `groups` is still cached
+            except BaseException:
+                result.unpersist()
+                raise
             return result
         finally:
             groups.unpersist()

@@ -354,7 +354,7 @@ _DIGEST_COUNTS = [(1.0, 2, 0), (2.0, 1, 2), (3.0, 1, 0), (3.0, 0, 1), (0.0, 1, 1
 
 
 @pytest.mark.parametrize("digest", ["row hash", "every row colliding", "undecided rows shuffled"])
-def test_digested_occurrences_count_exactly_whatever_collides(spark, monkeypatch, digest):
+def test_digested_occurrences_count_exactly_whatever_collides(spark, sql_conf, monkeypatch, digest):
     from privacy_eval import frames as f
     from tests.support.jobrun import persisted_rdds
 
@@ -369,6 +369,7 @@ def test_digested_occurrences_count_exactly_whatever_collides(spark, monkeypatch
         monkeypatch.setattr(f, "row_digest", lambda cols: F.lit(7).cast("long"))
     if digest == "undecided rows shuffled":
         monkeypatch.setattr(f, "BROADCAST_DIGESTS", 0)
+        sql_conf({"spark.sql.autoBroadcastJoinThreshold": "-1"})  # or the planner broadcasts them anyway
     held = persisted_rdds(spark)
     counted = f.digested_occurrences(original, synthetic, columns, keep=["x"], n_rows=13)
     try:
@@ -385,6 +386,45 @@ def test_digested_occurrences_count_exactly_whatever_collides(spark, monkeypatch
         counts_only.unpersist()
 
 
+def test_digested_occurrences_of_every_hashed_type_count_like_whole_rows(spark):
+    from decimal import Decimal
+
+    from privacy_eval import frames as f
+
+    schema = "a float, b decimal(10,2), c timestamp, d binary, e date, g boolean, h tinyint"
+    at = pd.Timestamp("2026-01-02 03:04:05").to_pydatetime()
+    day = at.date()
+    rows = [(-0.0, None, at, b"x", day, True, 1), (0.0, None, at, b"x", day, True, 1),
+            (1.5, Decimal("2.25"), None, b"", day, False, None), (None, Decimal("2.25"), at, None, None, None, 1)]
+    original = spark.createDataFrame(rows, schema)
+    synthetic = spark.createDataFrame([rows[0], rows[2], rows[2], (2.5, Decimal("1"), at, b"y", day, True, 2)], schema)
+    columns = list(original.columns)
+    counted = f.digested_occurrences(original, synthetic, columns, keep=columns, n_rows=8)
+    try:
+        # -0.0 and 0.0 are one float row, found twice in the original and once in the synthetic table.
+        assert_df_equality(counted, f.occurrence_counts(original, synthetic, columns), ignore_row_order=True)
+        assert sorted(r[f.N_ORIGINAL] * 10 + r[f.N_SYNTHETIC] for r in counted.collect()) == [1, 10, 12, 21]
+    finally:
+        counted.unpersist()
+
+
+def test_digested_occurrences_release_their_caches_when_a_job_fails(spark, monkeypatch):
+    from privacy_eval import frames as f
+
+    original, synthetic = frames(spark, _DIGEST_ORIGINAL, "x double, y string, z string",
+                                 _DIGEST_SYNTHETIC, "x double, y string, z string")
+    cache_manager = spark._jsparkSession.sharedState().cacheManager()
+    spark.catalog.clearCache()
+
+    def failing(self):
+        raise RuntimeError("job failed")
+
+    monkeypatch.setattr(type(original), "count", failing)  # the fill of the result, the last job
+    with pytest.raises(RuntimeError, match="job failed"):
+        f.digested_occurrences(original, synthetic, ["x", "y", "z"], keep=["x"], n_rows=13)
+    assert cache_manager.isEmpty()  # neither the digest groups nor the result stay registered
+
+
 def test_wide_and_large_inputs_of_hashable_types_are_counted_by_digests(spark, monkeypatch):
     from privacy_eval import frames as f
 
@@ -394,13 +434,16 @@ def test_wide_and_large_inputs_of_hashable_types_are_counted_by_digests(spark, m
         F.current_date().alias("day"), F.current_timestamp().alias("at"),
     )
     plain = ["x", "y", "z", "amount", "day", "at"]
-    assert not f.digests_pay(frame, plain, n_rows=10 ** 9)        # 6 columns: too narrow
-    assert not f.digests_pay(frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS - 1)
-    assert f.digests_pay(frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS)
+    assert not f.digests_pay(frame, frame, plain, n_rows=10 ** 9)        # 6 columns: too narrow
+    assert not f.digests_pay(frame, frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS - 1)
+    assert f.digests_pay(frame, frame, plain * 4, n_rows=f.DIGEST_MIN_ROWS)
     # Equal values must hash alike: arrays (of doubles, -0.0) and strings equal under a
-    # collation other than byte equality are counted on whole rows.
-    assert not f.digests_pay(frame, plain * 4 + ["listed"], n_rows=10 ** 9)
-    assert not f.digests_pay(frame, plain * 4 + ["folded"], n_rows=10 ** 9)
+    # collation other than byte equality are counted on whole rows, and so are columns
+    # typed differently on the two sides (1 and 1.0 hash apart).
+    assert not f.digests_pay(frame, frame, plain * 4 + ["listed"], n_rows=10 ** 9)
+    assert not f.digests_pay(frame, frame, plain * 4 + ["folded"], n_rows=10 ** 9)
+    as_double = frame.withColumn("x", F.col("x").cast("double"))
+    assert not f.digests_pay(frame, as_double, plain * 4, n_rows=10 ** 9)
     # Whether it pays or not, the figures are the same: cached_row_occurrences routes.
     routes = []
     monkeypatch.setattr(f, "digested_occurrences", lambda *args: routes.append(args[3]) or "digests")
