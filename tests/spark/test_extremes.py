@@ -128,19 +128,8 @@ def test_column_with_as_many_distinct_values_as_rows(spark):
     assert_matches_reference(metrics, columns, original, synthetic, ["code"], [])
 
 
-@pytest.mark.parametrize("route", ["whole rows", "digests"])
-def test_two_hundred_columns(spark, monkeypatch, route):
-    """200 compared columns: one aggregation each for the matches and the distinct counts;
-    the occurrences counted on whole rows, or by row digests (frames.digested_occurrences,
-    forced here: the job takes that route from 24 columns and 2e6 rows on)."""
-    from privacy_eval import frames
-
-    routes = []
-    if route == "digests":
-        digested = frames.digested_occurrences
-        monkeypatch.setattr(frames, "digested_occurrences", lambda *args: routes.append(route) or digested(*args))
-        monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
-        monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
+def two_hundred_columns() -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """40 records of 200 columns, four copied whole into the synthetic table; 3 known."""
     rng = np.random.default_rng(5)
     n, p = 40, 200
     names = [f"col_{j:03d}" for j in range(p)]
@@ -149,14 +138,42 @@ def test_two_hundred_columns(spark, monkeypatch, route):
     changed = rng.random((n, p)) < 0.3
     synthetic = pd.DataFrame(np.where(changed, rng.integers(1, 4, (n, p)), values), columns=names)
     synthetic.iloc[:4] = values[:4]  # four records copied whole: reproduced singletons
-    synthetic = synthetic.assign(id=np.arange(n))
-    known = ["col_000", "col_001", "col_199"]
+    return original, synthetic.assign(id=np.arange(n)), ["col_000", "col_001", "col_199"]
+
+
+def test_two_hundred_columns(spark):
+    """200 compared columns: one aggregation each for the matches and the distinct counts."""
+    original, synthetic, known = two_hundred_columns()
     metrics, columns = evaluated(spark, original, synthetic, three_metrics(known))
-    assert len(columns) == p
-    assert sorted(c.risk_rank for c in columns.values()) == list(range(1, p + 1))
+    assert len(columns) == 200
+    assert sorted(c.risk_rank for c in columns.values()) == list(range(1, 201))
     assert metrics["row_direct_match_protection"].numerator >= 4
     assert_matches_reference(metrics, columns, original, synthetic, known, known)
-    assert routes == ([] if route == "whole rows" else [route])
+
+
+def test_two_hundred_columns_counted_by_row_digests(spark, monkeypatch):
+    """The occurrences of 200 columns counted by row digests (frames.digested_occurrences,
+    forced here: the job takes that route from 24 columns and 2e6 rows on). Planned on the
+    typed inputs, this route once filled the driver's memory (constraint propagation)."""
+    from privacy_eval import frames
+
+    routes = []
+    digested = frames.digested_occurrences
+    monkeypatch.setattr(frames, "digested_occurrences", lambda *args: routes.append(args[3]) or digested(*args))
+    monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
+    monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
+    original, synthetic, known = two_hundred_columns()
+    config = MetricsConfig(row_direct_match=RowDirectMatchConfig(),
+                           knowledge_protection=KnowledgeProtectionConfig(known_variables=known))
+    metrics, _ = evaluated(spark, original, synthetic, config)
+    assert routes == [known]
+    compared = [c for c in original.columns if c != "id"]
+    rdm = reference.row_direct_match(original, synthetic, compared)
+    kpr = reference.knowledge_protection(original, synthetic, compared, known, known)
+    row = metrics["row_direct_match_protection"]
+    assert (row.numerator, row.details["n_singletons"]) == (rdm["reproduced"], rdm["n_singletons"]) and rdm["reproduced"] >= 4
+    assert metrics["knowledge_protection_rate"].numerator == kpr["exposed"]
+    assert metrics["knowledge_protection_rate"].value == pytest.approx(kpr["protection"], abs=1e-9)
 
 
 def test_one_block_holding_every_record(spark):
