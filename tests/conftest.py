@@ -74,3 +74,23 @@ def sql_conf(spark):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
+
+
+@pytest.fixture
+def forced_digests(monkeypatch):
+    """The occurrences counted by row digests (frames.digested_occurrences) whatever the
+    inputs' width and size; the list it returns gets the `keep` of every such count, so
+    that a test can show the route was taken."""
+    from privacy_eval import frames
+
+    routes: list[list[str]] = []
+    digested = frames.digested_occurrences
+
+    def spied(original, synthetic, columns, keep, n_rows):
+        routes.append(list(keep))
+        return digested(original, synthetic, columns, keep, n_rows)
+
+    monkeypatch.setattr(frames, "digested_occurrences", spied)
+    monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
+    monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
+    return routes

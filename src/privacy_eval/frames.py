@@ -1,6 +1,7 @@
 """DataFrame steps that several modules share: column references, counting equal rows
-across the two tables (whole, or by row digests when they are wide), the task count of shuffles of whole rows, distinct values per
-column, exact sums of 64-bit hashes, and small frames built on the driver.
+across the two tables (whole, or by row digests when they are wide), the task count of
+shuffles of whole rows, distinct values per column, exact sums of 64-bit hashes, and
+small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -121,12 +122,20 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
     default, so rows that differ only by missing values are told apart, never dropped.
     """
     selected = [qcol(c) for c in columns]
-    stacked = original.select(*selected, F.lit(1).alias(N_ORIGINAL), F.lit(0).alias(N_SYNTHETIC)).unionByName(
-        synthetic.select(*selected, F.lit(0).alias(N_ORIGINAL), F.lit(1).alias(N_SYNTHETIC))
+    return _counted_sides(original, synthetic, selected).groupBy(*selected).agg(*_count_sums())
+
+
+def _counted_sides(original: DataFrame, synthetic: DataFrame, columns: Sequence[Column]) -> DataFrame:
+    """Both tables stacked, a row each: `columns`, and N_ORIGINAL, N_SYNTHETIC = 1, 0 for
+    the original's rows and 0, 1 for the synthetic table's."""
+    return original.select(*columns, F.lit(1).alias(N_ORIGINAL), F.lit(0).alias(N_SYNTHETIC)).unionByName(
+        synthetic.select(*columns, F.lit(0).alias(N_ORIGINAL), F.lit(1).alias(N_SYNTHETIC))
     )
-    return stacked.groupBy(*selected).agg(
-        F.sum(N_ORIGINAL).alias(N_ORIGINAL), F.sum(N_SYNTHETIC).alias(N_SYNTHETIC)
-    )
+
+
+def _count_sums() -> list[Column]:
+    """The aggregates that add :func:`_counted_sides`' counts up per group."""
+    return [F.sum(N_ORIGINAL).alias(N_ORIGINAL), F.sum(N_SYNTHETIC).alias(N_SYNTHETIC)]
 
 
 def cached_row_occurrences(
@@ -197,7 +206,7 @@ def digested_occurrences(
     spark = original.sparkSession
     row = [qcol(c) for c in columns]
     kept = [qcol(c) for c in keep]
-    counts = [F.sum(N_ORIGINAL).alias(N_ORIGINAL), F.sum(N_SYNTHETIC).alias(N_SYNTHETIC)]
+    digest = row_digest(row).alias(_DIGEST)
     total = F.col(N_ORIGINAL) + F.col(N_SYNTHETIC)
     # The semi-join below makes the optimizer derive constraints from the typed inputs'
     # projections, which grow with every pair of their columns: at 40 columns that
@@ -206,7 +215,7 @@ def digested_occurrences(
         with _session_setting(spark, _BYPASS_PARTIAL, "true"), whole_row_shuffles(spark, n_rows, len(keep) + 3):
             # `first`: only the values of digests of one row are read.
             firsts = [F.first(k).alias(name) for k, name in zip(kept, keep)]
-            groups = _digested_sides(original, synthetic, row, kept).groupBy(_DIGEST).agg(*counts, *firsts).cache()
+            groups = _counted_sides(original, synthetic, [digest, *kept]).groupBy(_DIGEST).agg(*_count_sums(), *firsts).cache()
         try:
             undecided = groups.filter(total > 1)
             n_digests, n_undecided_rows = undecided.agg(F.count(F.lit(1)), F.sum(total)).collect()[0]
@@ -217,8 +226,8 @@ def digested_occurrences(
             if broadcast:
                 digests = F.broadcast(digests)
             settled = (
-                _digested_sides(original, synthetic, row, row).join(digests, on=_DIGEST, how="left_semi")
-                .groupBy(*row).agg(*counts).select(*kept, N_ORIGINAL, N_SYNTHETIC)
+                _counted_sides(original, synthetic, [digest, *row]).join(digests, on=_DIGEST, how="left_semi")
+                .groupBy(*row).agg(*_count_sums()).select(*kept, N_ORIGINAL, N_SYNTHETIC)
             )
             decided = groups.filter(total == 1).select(*kept, N_ORIGINAL, N_SYNTHETIC)
             with whole_row_shuffles(spark, (n_undecided_rows or 0) if broadcast else n_rows, len(columns)):
@@ -231,16 +240,6 @@ def digested_occurrences(
             return result
         finally:
             groups.unpersist()
-
-
-def _digested_sides(original: DataFrame, synthetic: DataFrame, row: Sequence[Column], carried: Sequence[Column]) -> DataFrame:
-    """Both tables stacked, a row each: the digest of `row`, the `carried` columns, and
-    N_ORIGINAL, N_SYNTHETIC = 1, 0 for the original's rows and 0, 1 for the synthetic's."""
-    sides = [
-        frame.select(row_digest(row).alias(_DIGEST), *carried, F.lit(n_o).alias(N_ORIGINAL), F.lit(n_s).alias(N_SYNTHETIC))
-        for frame, n_o, n_s in ((original, 1, 0), (synthetic, 0, 1))
-    ]
-    return sides[0].unionByName(sides[1])
 
 
 def shuffle_partitions(spark: SparkSession) -> int:

@@ -92,23 +92,18 @@ def test_spark_equals_pandas_reference(spark, sql_conf, generated, expected, par
 
 @pytest.mark.parametrize("digest", ["row hash", "16 values"])
 def test_occurrences_counted_by_digests_give_the_reference_figures(
-    spark, sql_conf, monkeypatch, generated, expected, digest
+    spark, sql_conf, monkeypatch, forced_digests, generated, expected, digest
 ):
     # The digest route (frames.digested_occurrences) forced on these six columns. With 16
     # digest values for 120,000 rows nearly every group mixes different rows: decided
     # groups of one row stay exact, and the undecided rows, too many to broadcast, are
     # found again through a shuffle.
-    routes = []
-    digested = frames.digested_occurrences
-    monkeypatch.setattr(frames, "digested_occurrences", lambda *args: routes.append(args[3]) or digested(*args))
-    monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
-    monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
     if digest == "16 values":
         monkeypatch.setattr(frames, "row_digest", lambda columns: F.pmod(F.xxhash64(*columns), F.lit(16)))
         monkeypatch.setattr(frames, "BROADCAST_DIGESTS", 0)
         sql_conf({"spark.sql.autoBroadcastJoinThreshold": "-1"})  # or the planner broadcasts them anyway
     metrics, _ = _spark_figures(spark, *generated)
-    assert routes == [[c for c in datagen.COLUMNS if c in datagen.KNOWN]]
+    assert forced_digests == [[c for c in datagen.COLUMNS if c in datagen.KNOWN]]
 
     rdm, want = metrics["row_direct_match_protection"], expected["rdm"]
     assert (rdm.numerator, rdm.details["n_singletons"], rdm.denominator) == (

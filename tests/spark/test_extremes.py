@@ -151,22 +151,15 @@ def test_two_hundred_columns(spark):
     assert_matches_reference(metrics, columns, original, synthetic, known, known)
 
 
-def test_two_hundred_columns_counted_by_row_digests(spark, monkeypatch):
+def test_two_hundred_columns_counted_by_row_digests(spark, forced_digests):
     """The occurrences of 200 columns counted by row digests (frames.digested_occurrences,
     forced here: the job takes that route from 24 columns and 2e6 rows on). Planned on the
     typed inputs, this route once filled the driver's memory (constraint propagation)."""
-    from privacy_eval import frames
-
-    routes = []
-    digested = frames.digested_occurrences
-    monkeypatch.setattr(frames, "digested_occurrences", lambda *args: routes.append(args[3]) or digested(*args))
-    monkeypatch.setattr(frames, "DIGEST_MIN_COLUMNS", 0)
-    monkeypatch.setattr(frames, "DIGEST_MIN_ROWS", 0)
     original, synthetic, known = two_hundred_columns()
     config = MetricsConfig(row_direct_match=RowDirectMatchConfig(),
                            knowledge_protection=KnowledgeProtectionConfig(known_variables=known))
     metrics, _ = evaluated(spark, original, synthetic, config)
-    assert routes == [known]
+    assert forced_digests == [known]
     compared = [c for c in original.columns if c != "id"]
     rdm = reference.row_direct_match(original, synthetic, compared)
     kpr = reference.knowledge_protection(original, synthetic, compared, known, known)
