@@ -92,6 +92,8 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
+from privacy_eval.frames import quote
+
 log = logging.getLogger(__name__)
 
 # In the database folder, beside the table folders: Spark never lists it.
@@ -590,11 +592,6 @@ class _Files:
             stream.hsync()  # on disk (HDFS: on the datanodes) before the rename commits it
         finally:
             stream.close()
-
-
-def quote(identifier: str) -> str:
-    """A Spark SQL identifier, quoted."""
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 def sql_text(text: str) -> str:

@@ -85,13 +85,15 @@ def persist_aggregate(frame: DataFrame) -> DataFrame:
         return frame.persist()
 
 
-def qcol(name: str, frame: DataFrame | None = None) -> Column:
-    """A column by its exact name, even with dots, spaces or backticks in it.
+def quote(identifier: str) -> str:
+    """A Spark SQL identifier, quoted: `F.col("a.b")` would look for field `b` of a
+    struct `a`, the quoted name for the column `a.b`."""
+    return "`" + identifier.replace("`", "``") + "`"
 
-    `F.col("a.b")` would look for field `b` of a struct `a`.
-    """
-    quoted = "`" + name.replace("`", "``") + "`"
-    return frame[quoted] if frame is not None else F.col(quoted)
+
+def qcol(name: str, frame: DataFrame | None = None) -> Column:
+    """A column by its exact name, even with dots, spaces or backticks in it."""
+    return frame[quote(name)] if frame is not None else F.col(quote(name))
 
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:

@@ -22,9 +22,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from privacy_eval.commit import CommitError, commit_steps, quote, recover, replace_run, sql_text
+from privacy_eval.commit import CommitError, commit_steps, recover, replace_run, sql_text
 from privacy_eval.errors import InputError, UserError
-from privacy_eval.frames import local_frame
+from privacy_eval.frames import local_frame, quote
 
 __all__ = [
     "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES", "ColumnRow", "CommitError",
