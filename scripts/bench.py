@@ -332,7 +332,7 @@ def main_linkage(args, original_path: Path, synthetic_path: Path) -> int:
     return 0
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
@@ -357,7 +357,11 @@ def main() -> int:
     parser.add_argument("--jobs", action="store_true", help="--small: also count the Spark jobs of each phase")
     parser.add_argument("--wide", type=int, metavar="COLUMNS",
                         help="time the occurrence pass on rows of COLUMNS columns, by whole rows and by digests")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("privacy_eval").setLevel(logging.INFO)
@@ -386,7 +390,12 @@ def main() -> int:
         import bench_processes
 
         return bench_processes.main_processes(args, original_path, synthetic_path, KNOWN)
+    return main_exact(args, original_path, synthetic_path)
 
+
+def main_exact(args, original_path: Path, synthetic_path: Path) -> int:
+    """The exact metrics in one warm session against DuckDB (and pandas): a table of
+    wall times and counts; fails when the engines disagree."""
     from privacy_eval.session import build_session
 
     spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
