@@ -332,7 +332,7 @@ def main_linkage(args, original_path: Path, synthetic_path: Path) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
@@ -361,7 +361,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    args = parser().parse_args()
+    args = argument_parser().parse_args()
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("privacy_eval").setLevel(logging.INFO)
