@@ -97,7 +97,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
-from privacy_eval.frames import INTERNAL_PREFIX, qcol, quote
+from privacy_eval.frames import INTERNAL_PREFIX, finite_double, finite_sql, qcol, quote
 
 __all__ = [
     "BUCKET_ROWS",
@@ -265,17 +265,11 @@ def with_random_partner(
 # The two sides of the aligned join: `pair_disagreements` names its columns through these
 # aliases.
 ORIGINAL_ALIAS, SYNTHETIC_ALIAS = _P + "o", _P + "s"
-_INF_SQL = "CAST('Infinity' AS DOUBLE)"
 
 
 def _double(value: float) -> str:
     """A Spark SQL double literal of `value`, exactly (repr round-trips)."""
     return repr(float(value)) + "D"
-
-
-def _finite(x: str) -> str:
-    """SQL: the double `x` is neither NaN nor infinite; null for null."""
-    return f"(NOT isnan({x}) AND abs({x}) < {_INF_SQL})"
 
 
 def numeric_ranges(
@@ -289,11 +283,7 @@ def numeric_ranges(
     if not numeric:
         return {}
 
-    def finite(name: str, i: int) -> Column:
-        x = f"CAST({quote(name)} AS DOUBLE)"
-        return F.expr(f"CASE WHEN {_finite(x)} THEN {x} END").alias(f"v{i}")
-
-    values = [finite(c, i) for i, c in enumerate(numeric)]
+    values = [finite_double(c).alias(f"v{i}") for i, c in enumerate(numeric)]
     stacked = original.select(*values).unionByName(synthetic.select(*values))
     bounds = [F.min(f"v{i}").alias(f"lo{i}") for i in range(len(numeric))]
     bounds += [F.max(f"v{i}").alias(f"hi{i}") for i in range(len(numeric))]
@@ -311,10 +301,10 @@ def _disagreement(x: str, y: str, scale: float | None) -> str:
     if scale is None:
         return f"CASE WHEN {x} <=> {y} THEN 0.0D ELSE 1.0D END"
     xd, yd = f"CAST({x} AS DOUBLE)", f"CAST({y} AS DOUBLE)"
-    # A null makes _finite null, which WHEN takes as false: such pairs get 1.
+    # A null makes finite_sql null, which WHEN takes as false: such pairs get 1.
     # least(): stays bounded even when `scale` comes from other data than x and y.
     scaled = f"least(abs({xd} - {yd}) / {_double(scale)}, 1.0D)"
-    return f"CASE WHEN {x} <=> {y} THEN 0.0D WHEN {_finite(xd)} AND {_finite(yd)} THEN {scaled} ELSE 1.0D END"
+    return f"CASE WHEN {x} <=> {y} THEN 0.0D WHEN {finite_sql(xd)} AND {finite_sql(yd)} THEN {scaled} ELSE 1.0D END"
 
 
 def _gower(

@@ -96,6 +96,24 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
     return frame[quote(name)] if frame is not None else F.col(quote(name))
 
 
+def finite_sql(x: str) -> str:
+    """SQL text: the double `x` is a finite number. False for NaN and ±infinity, null for
+    null (which CASE WHEN and WHERE take as false). The one test of "a finite number" of
+    every statistic (alignment ranges, KPR's bins, the distance space, the linkage)."""
+    return f"(NOT isnan({x}) AND abs({x}) < CAST('Infinity' AS DOUBLE))"
+
+
+def as_double_sql(name: str) -> str:
+    """SQL text: column `name` cast to double."""
+    return f"CAST({quote(name)} AS DOUBLE)"
+
+
+def finite_double(name: str) -> Column:
+    """Column `name` as a double where it is a finite number; null for null, NaN and ±inf."""
+    x = as_double_sql(name)
+    return F.expr(f"CASE WHEN {finite_sql(x)} THEN {x} END")
+
+
 def null_flagged(columns: Sequence[Column]) -> list[Column]:
     """Each column followed by its null flag: the arguments for a row hash.
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -76,6 +77,20 @@ def test_ties_fixture_matches_brute_force(spark, ties, components):
     expected = distance_reference(original, synthetic, columns=columns, components=components, holdout=holdout, key="id")
     got = _figures(_run(spark, original, synthetic, "id", holdout, components=components))
     assert got["dcr_zero_share"] > 0 and any(0 < h < 1 for h in expected["hit"])  # the ties are there
+    _assert_agrees(got, expected, len(synthetic))
+
+
+def test_infinite_cells_are_imputed_like_missing_ones(spark, ties):
+    # ±inf in a numeric column: left out of its mean and σ and imputed at the mean, as a
+    # null or NaN cell is (frames.finite_double); the oracle decides by np.isfinite.
+    original, synthetic, holdout = (frame.copy() for frame in ties)
+    original.loc[[6, 7], "visits"] = [np.inf, -np.inf]
+    synthetic.loc[[6, 50], "visits"] = [-np.inf, np.inf]
+    holdout.loc[[1], "visits"] = [np.inf]
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, synthetic, columns=columns, components="all", holdout=holdout, key="id")
+    got = _figures(_run(spark, original, synthetic, "id", holdout, components="all"))
+    assert got["imputed_original"] == 5 and got["imputed_synthetic"] >= 4  # three NaN + two inf originals
     _assert_agrees(got, expected, len(synthetic))
 
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.distance.kernel import TINY_SD, Scaling, coordinate_names, projected, scaled
 from privacy_eval.errors import InputError
-from privacy_eval.frames import qcol
+from privacy_eval.frames import finite_double, qcol
 
 # A categorical column with more modalities than this is an identifier or free text, not
 # a variable of a FAMD: each modality is one coordinate and ZᵀZ grows with their square.
@@ -87,8 +87,7 @@ def fit_space(original: DataFrame, columns: Sequence[str], numeric: Sequence[str
 def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]) -> Scaling:
     nums = [c for c in columns if c in numeric]
     cats = [c for c in columns if c not in numeric]
-    finite = {c: F.when(~F.isnan(qcol(c).cast("double")) & (F.abs(qcol(c).cast("double")) < float("inf")),
-                        qcol(c).cast("double")) for c in nums}
+    finite = {c: finite_double(c) for c in nums}
     stats = original.agg(
         F.count(F.lit(1)).alias("n"),
         *(F.avg(finite[c]).alias(f"m{i}") for i, c in enumerate(nums)),

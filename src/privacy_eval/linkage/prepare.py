@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import qcol, stacked_sides
+from privacy_eval.frames import as_double_sql, finite_sql, qcol, quote, stacked_sides
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.blocking import normalised_value
 from privacy_eval.linkage.kernel.whitening import Moments
@@ -147,18 +147,19 @@ def _first_repeated(names: Sequence[str]) -> str | None:
 # --------------------------------------------------------------------------
 
 
-def is_finite_number(x: Column) -> Column:
-    """True for a finite number; false (never null) for null, NaN and ±inf."""
-    return x.isNotNull() & ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
+def is_finite_number(x: str) -> Column:
+    """True where the double of SQL text `x` is a finite number; false (never null) for
+    null, NaN and ±inf."""
+    return F.expr(f"({x} IS NOT NULL AND {finite_sql(x)})")
 
 
-def _all_finite(xs: Sequence[Column]) -> Column:
+def _all_finite(xs: Sequence[str]) -> Column:
     return functools.reduce(lambda cond, x: cond & is_finite_number(x), xs, F.lit(True))
 
 
 def complete_condition(tcols: Sequence[str]) -> Column:
     """Every target of the attack's own columns is a finite number."""
-    return _all_finite([F.col(c) for c in tcols])
+    return _all_finite([quote(c) for c in tcols])
 
 
 def complete_targets(config: LinkageConfig) -> Callable[[DataFrame], Column | None]:
@@ -174,13 +175,13 @@ def complete_targets(config: LinkageConfig) -> Callable[[DataFrame], Column | No
     return condition
 
 
-def _target_values(config: LinkageConfig, frame: DataFrame) -> list[Column] | None:
-    """The targets of ``frame`` as doubles, as the attack reads them; None while one is
-    missing or not a number (the attack's own validation then says so)."""
+def _target_values(config: LinkageConfig, frame: DataFrame) -> list[str] | None:
+    """The targets of ``frame`` as doubles (SQL text), as the attack reads them; None
+    while one is missing or not a number (the attack's own validation then says so)."""
     fields = {f.name: f.dataType for f in frame.schema.fields}
     if not all(isinstance(fields.get(t), T.NumericType) for t in config.targets):
         return None
-    return [qcol(t, frame).cast("double") for t in config.targets]
+    return [as_double_sql(t) for t in config.targets]
 
 
 # --------------------------------------------------------------------------
@@ -236,9 +237,10 @@ def side_statistics(config: LinkageConfig) -> SideAggregates:
     return aggregates
 
 
-def _stat_aggregates(frame: DataFrame, xs: Sequence[Column]) -> tuple[DataFrame, dict[str, Column]]:
+def _stat_aggregates(frame: DataFrame, xs: Sequence[str]) -> tuple[DataFrame, dict[str, Column]]:
     """``frame`` with per-record columns the statistics need, and over it, by name: the
-    null/NaN/inf counts per target and the moments of the complete records.
+    null/NaN/inf counts per target (``xs``: their doubles, SQL text) and the moments of
+    the complete records.
 
     The per-record flags and masked values are columns of their own, computed once per
     record, rather than expressions repeated inside the aggregates (the completeness
@@ -256,7 +258,7 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[Column]) -> tuple[DataFrame,
     complete = N.PREFIX + "complete"
     masked = (
         frame.select(
-            "*", *(is_finite_number(c).alias(name) for c, name in zip(xs, ok)), *(c.alias(name) for c, name in zip(xs, x))
+            "*", *(is_finite_number(c).alias(name) for c, name in zip(xs, ok)), *(F.expr(c).alias(name) for c, name in zip(xs, x))
         )
         .withColumn(complete, functools.reduce(lambda a, b: a & b, [F.col(name) for name in ok]))
         .withColumns({name: F.when(F.col(complete), F.col(name)) for name in x})
@@ -275,7 +277,7 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[Column]) -> tuple[DataFrame,
 
 def measure_sides(orig: DataFrame, syn: DataFrame, tcols: Sequence[str]) -> tuple[SideStats, SideStats]:
     """:class:`SideStats` of both sides, from one aggregation over both."""
-    stacked, aggregates = _stat_aggregates(stacked_sides(orig, syn, tcols, N.SIDE), [F.col(c) for c in tcols])
+    stacked, aggregates = _stat_aggregates(stacked_sides(orig, syn, tcols, N.SIDE), [quote(c) for c in tcols])
     rows = stacked.groupBy(N.SIDE).agg(*(c.alias(name) for name, c in aggregates.items())).collect()
     values = {r[N.SIDE]: r.asDict() for r in rows}
     return SideStats.from_values(values.get(0), len(tcols)), SideStats.from_values(values.get(1), len(tcols))

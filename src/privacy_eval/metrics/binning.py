@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.errors import InputError
-from privacy_eval.frames import qcol
+from privacy_eval.frames import finite_double, qcol
 
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest values of a known variable in U from which its grid (step, origin) is published.
@@ -60,8 +60,7 @@ def bin_grids(
         return ()
     aggregates = []
     for i, v in enumerate(numeric_known):
-        x = qcol(v).cast("double")
-        x = F.when(~F.isnan(x) & (F.abs(x) != F.lit(float("inf"))), x)
+        x = finite_double(v)
         aggregates += [
             F.avg(x).alias(f"mean{i}"),
             F.stddev_samp(x).alias(f"sd{i}"),
