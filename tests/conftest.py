@@ -3,6 +3,13 @@ tables start faster that way): one shuffle partition, no UI, no adaptive executi
 After each test that used it, its cache and temporary views are cleared, so that no
 test sees what another left behind.
 
+scripts/test runs the suite in two pytest-xdist workers (each its own process, so its
+own session): the tests mostly wait on JVMs and subprocesses, not on the CPU. Each
+module's tests run in one worker, one after the other (module fixtures are built once,
+and a session registers a results database to one warehouse only), and the modules with
+slow tests (spark-submit runs, a cluster, Airflow's venv) come first, so that no worker
+is left with one of them at the end while the other is done.
+
 The tests are laid out by what they need: tests/unit (no JVM), tests/spark (this
 session), tests/job (the entry script or spark-submit), tests/airflow (the DAG, in
 Airflow's own venv); their helpers are in tests/support."""
@@ -18,6 +25,14 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)  # stable: modules stay whole
+    for item in items:  # --dist loadgroup: a group runs in one worker
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(item.config.rootpath))))
 
 
 @pytest.fixture(scope="session")

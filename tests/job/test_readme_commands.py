@@ -17,7 +17,9 @@ import pytest
 from tests.support.doc_commands import COMMANDS_DOC, ROOT, marked_blocks, run_block
 from tests.support.jobrun import C1_ONLY
 
-pytestmark = pytest.mark.slow
+# Both this module and tests/job/test_cluster.py build ROOT/dist with scripts/package: under
+# pytest-xdist they run in one worker (the "dist" group), never side by side.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dist")]
 
 RUN_HERE = {"package", "local-submit"}
 RUN_BY_CLUSTER_TEST = {"standalone-submit"}
