@@ -1,5 +1,5 @@
 """One SparkSession for the whole test session, configured for small data (tiny
-tables start faster that way): one shuffle partition, no UI, no adaptive execution.
+tables start faster that way): two shuffle partitions, no UI, no adaptive execution.
 After each test that used it, its cache and temporary views are cleared, so that no
 test sees what another left behind.
 

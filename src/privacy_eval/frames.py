@@ -99,7 +99,8 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
 def finite_sql(x: str) -> str:
     """SQL text: the double `x` is a finite number. False for NaN and ±infinity, null for
     null (which CASE WHEN and WHERE take as false). The one test of "a finite number" of
-    every statistic (alignment ranges, KPR's bins, the distance space, the linkage)."""
+    a column's values: alignment ranges, KPR's bins, the distance space, the linkage's
+    complete records."""
     return f"(NOT isnan({x}) AND abs({x}) < CAST('Infinity' AS DOUBLE))"
 
 
