@@ -3,9 +3,11 @@
     scripts/bench --rows 1000000 [--seed 0] [--data bench-data] [--master local[2]]
     scripts/bench --linkage --rows N      the linkage attack against numpy + cKDTree
     scripts/bench --distance --rows N     the distance metrics against numpy + cKDTree (bench_distance.py)
-    scripts/bench --small [--runs 3]      the WBCD job against a bare read-and-count, whole processes (bench_small.py)
+    scripts/bench --small [--runs 3]      the WBCD job against a bare read-and-count and a Spark floor,
+                                          whole processes (bench_small.py)
     scripts/bench --rows N --processes [--runs 3]
-                                          the job (spark-submit) against DuckDB, whole processes (bench_processes.py)
+                                          the job (spark-submit) against DuckDB, plain Spark SQL and a
+                                          Spark floor, whole processes (bench_processes.py)
     scripts/bench --wide COLUMNS --rows N [--runs 3]
                                           the occurrence pass by whole rows and by row digests (bench_wide.py)
 
@@ -13,6 +15,8 @@ Generates a seeded original/synthetic pair with tests/support/datagen.py (the pr
 generator), writes it as Parquet, then times, in this one run:
   - Spark: privacy_eval.evaluation.evaluate (read + all three metrics), warm session;
   - DuckDB: the same formulas in SQL over the same Parquet files;
+  - plain Spark SQL: DuckDB's queries run as they are by the same session (no checks);
+  - a Spark floor: RDMP's and CDMP's counts by one shuffle and one join, nothing else;
   - pandas: tests/support/reference.py on the same files;
   - the KPR binning step alone, natively (the job's choice) and as a mapInPandas UDF.
 All engines must agree on every count; the script fails loudly if they do not.
@@ -27,7 +31,9 @@ import platform
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -94,38 +100,86 @@ def run_pandas(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
     return timed(work)
 
 
-def run_duckdb(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
-    import duckdb
-
+def sql_counts(query: Callable[[str], Any], materialize: str) -> dict:
+    """The three metrics' counts by plain SQL that DuckDB and Spark SQL both run, over
+    views `o` and `s` of the two files. `query` runs one statement and returns its first
+    row; `materialize` is the dialect's "keep this result" prefix for the table `u`."""
     def same(a: str, b: str, cols) -> str:
         return " AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in cols)
+
+    cols = ", ".join(COLUMNS)
+    query(f"{materialize} u AS SELECT {cols} FROM o GROUP BY ALL HAVING count(*) = 1")
+    reproduced = query(f"SELECT count(*) FROM u SEMI JOIN s ON {same('u', 's', COLUMNS)}")[0]
+    match_exprs = ", ".join(f"count(*) FILTER (WHERE o.{c} IS NOT DISTINCT FROM s.{c})" for c in COLUMNS)
+    matches = dict(zip(COLUMNS, query(f"SELECT {match_exprs} FROM o JOIN s USING (id)")))
+    # KPR: grid from U, then binned profiles.
+    numeric_known = [v for v in KNOWN if v in NUMERIC]
+    stats = query("SELECT " + ", ".join(f"avg({v}), stddev_samp({v}), min({v})" for v in numeric_known) + " FROM u")
+    binned = []
+    for i, v in enumerate(numeric_known):
+        mean, sd, low = stats[3 * i: 3 * i + 3]
+        step, origin = 0.05 * abs(mean), low - (sd or 0.0) / 10.0
+        binned.append(f"floor(({v}::DOUBLE - {origin!r}) / {step!r}) AS {v}")
+    profile = ", ".join(binned + [v for v in KNOWN if v not in numeric_known])
+    exposed = query(
+        f"WITH sp AS (SELECT {profile} FROM s), up AS (SELECT {profile} FROM u), "
+        f"b1 AS (SELECT * FROM sp GROUP BY ALL HAVING count(*) = 1) "
+        f"SELECT count(*) FROM up SEMI JOIN b1 ON {same('up', 'b1', KNOWN)}"
+    )[0]
+    return {"reproduced": reproduced, "matches": matches, "exposed": exposed}
+
+
+def run_duckdb(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    import duckdb
 
     def work():
         con = duckdb.connect()
         con.execute(f"CREATE VIEW o AS SELECT * FROM read_parquet('{parquet_glob(original_path)}')")
         con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{parquet_glob(synthetic_path)}')")
-        cols = ", ".join(COLUMNS)
-        con.execute(f"CREATE TEMP TABLE u AS SELECT {cols} FROM o GROUP BY ALL HAVING count(*) = 1")
-        reproduced = con.execute(f"SELECT count(*) FROM u SEMI JOIN s ON {same('u', 's', COLUMNS)}").fetchone()[0]
-        match_exprs = ", ".join(f"count(*) FILTER (WHERE o.{c} IS NOT DISTINCT FROM s.{c})" for c in COLUMNS)
-        matches = dict(zip(COLUMNS, con.execute(f"SELECT {match_exprs} FROM o JOIN s USING (id)").fetchone()))
-        # KPR: grid from U, then binned profiles.
-        numeric_known = [v for v in KNOWN if v in NUMERIC]
-        stats = con.execute("SELECT " + ", ".join(
-            f"avg({v}), stddev_samp({v}), min({v})" for v in numeric_known) + " FROM u").fetchone()
-        binned = []
-        for i, v in enumerate(numeric_known):
-            mean, sd, low = stats[3 * i: 3 * i + 3]
-            step, origin = 0.05 * abs(mean), low - (sd or 0.0) / 10.0
-            binned.append(f"floor(({v}::DOUBLE - {origin!r}) / {step!r}) AS {v}")
-        profile = ", ".join(binned + [v for v in KNOWN if v not in numeric_known])
-        exposed = con.execute(
-            f"WITH sp AS (SELECT {profile} FROM s), up AS (SELECT {profile} FROM u), "
-            f"b1 AS (SELECT * FROM sp GROUP BY ALL HAVING count(*) = 1) "
-            f"SELECT count(*) FROM up SEMI JOIN b1 ON {same('up', 'b1', KNOWN)}"
-        ).fetchone()[0]
+        counts = sql_counts(lambda sql: con.execute(sql).fetchone(), "CREATE TEMP TABLE")
         con.close()
-        return {"reproduced": reproduced, "matches": matches, "exposed": exposed}
+        return counts
+    return timed(work)
+
+
+def run_spark_sql(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    """The DuckDB queries above run by Spark SQL as they are: what plain Spark costs for
+    the same counts, without the job's checks, caching choices and results."""
+    def first(sql: str):
+        rows = spark.sql(sql).take(1)
+        return tuple(rows[0]) if rows else None
+
+    def work():
+        for view, path in (("o", original_path), ("s", synthetic_path)):
+            spark.read.parquet(str(path)).createOrReplaceTempView(view)
+        counts = sql_counts(first, "CACHE TABLE")
+        spark.catalog.dropTempView("u")  # uncaches it too
+        return counts
+    return timed(work)
+
+
+def run_spark_floor(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
+    """The least any Spark program does for exact RDMP and CDMP counts: both files read,
+    one shuffle of whole rows (both sides stacked, counted per side), one join on the key;
+    no checks, no KPR (its counts leave "exposed" out). Below what the job can reach."""
+    from pyspark.sql import functions as F
+
+    def work():
+        o, s = (
+            spark.read.parquet(str(path))
+            .select("id", *(F.col(c).cast("double") if c in NUMERIC else F.col(c) for c in COLUMNS))
+            .alias(name)
+            for path, name in ((original_path, "o"), (synthetic_path, "s"))
+        )
+        stacked = o.drop("id").withColumn("side", F.lit(0)).unionByName(s.drop("id").withColumn("side", F.lit(1)))
+        per_row = stacked.groupBy(*COLUMNS).agg(
+            F.count_if(F.col("side") == 0).alias("n_o"), F.count_if(F.col("side") == 1).alias("n_s")
+        )
+        reproduced = per_row.filter("n_o = 1 AND n_s > 0").count()
+        matches = o.join(s, "id").agg(
+            *(F.count_if(F.col(f"o.{c}").eqNullSafe(F.col(f"s.{c}"))).alias(c) for c in COLUMNS)
+        ).first()
+        return {"reproduced": reproduced, "matches": matches.asDict()}
     return timed(work)
 
 
@@ -348,9 +402,11 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", action="store_true", help="--distance: also time the Spark steps one by one")
     parser.add_argument("--redraw", type=float, default=0.0, help="--distance: share of synthetic records with a redrawn category")
     parser.add_argument("--small", action="store_true",
-                        help="benchmark the bundled WBCD job (seed metrics) against a bare Spark read-and-count")
+                        help="benchmark the bundled WBCD job (seed metrics) against a bare Spark read-and-count "
+                             "and a Spark floor of the same metrics")
     parser.add_argument("--processes", action="store_true",
-                        help="time the job (spark-submit) and DuckDB as whole processes instead")
+                        help="time the job (spark-submit), plain Spark SQL, a Spark floor and DuckDB as whole "
+                             "processes instead")
     parser.add_argument("--runs", type=int, default=3,
                         help="--small, --processes, --wide: timed runs of each (median reported)")
     parser.add_argument("--out", help="--small, --processes: output folder (default: a new temporary folder)")
@@ -406,12 +462,19 @@ def main_exact(args, original_path: Path, synthetic_path: Path) -> int:
     }))
     spark.sparkContext.setLogLevel("ERROR")
     # Warm the JVM and Python workers once, so the table compares steady-state work.
-    run_spark(spark, *generate(2_000, args.seed, Path(args.data)))
+    warm_up = generate(2_000, args.seed, Path(args.data))
+    run_spark(spark, *warm_up)
+    run_spark_sql(spark, *warm_up)
+    run_spark_floor(spark, *warm_up)
 
     rows = []
     with PeakMemory() as peak:
         spark_result, spark_s = run_spark(spark, original_path, synthetic_path)
     rows.append(("Spark (privacy_eval)", spark_s, spark_result))
+    plain_result, plain_s = run_spark_sql(spark, original_path, synthetic_path)
+    rows.append(("Spark SQL, plain (the DuckDB queries)", plain_s, plain_result))
+    floor_result, floor_s = run_spark_floor(spark, original_path, synthetic_path)
+    rows.append(("Spark floor: RDMP + CDMP only, one shuffle + one join", floor_s, floor_result))
     duck_result, duck_s = run_duckdb(original_path, synthetic_path)
     rows.append(("DuckDB", duck_s, duck_result))
     if not args.skip_pandas:
@@ -429,7 +492,7 @@ def main_exact(args, original_path: Path, synthetic_path: Path) -> int:
     print("|---|---:|---:|---:|---:|---:|")
     for name, seconds, result in rows:
         print(f"| {name} | {args.rows:,} | {seconds:.1f} | {seconds / duck_s:.2f}x | "
-              f"{result['reproduced']} | {result['exposed']} |")
+              f"{result['reproduced']} | {result.get('exposed', '-')} |")
     if binning:
         print()
         print("| KPR binning + profile count (synthetic side, cached) | seconds (best of 2) | unique profiles |")
@@ -438,7 +501,7 @@ def main_exact(args, original_path: Path, synthetic_path: Path) -> int:
             print(f"| {name} | {seconds:.2f} | {count} |")
 
     first = rows[0][2]
-    disagreements = [name for name, _, result in rows[1:] if result != first]
+    disagreements = [name for name, _, result in rows[1:] if result != {k: first[k] for k in result}]
     if len({count for count, _ in binning.values()}) > 1:
         disagreements.append("binning variants")
     if disagreements:

@@ -6,12 +6,18 @@ one untimed warm-up of each:
     jobs/evaluate_privacy.py` (as scripts/example starts it) with RDMP, CDMP and KPR
     configured like `scripts/bench` (row key `id`, KPR knowing tests/support/datagen.KNOWN),
     results written to a warehouse in the output folder;
+  - plain Spark SQL: DuckDB's queries run as they are by Spark SQL (bench.run_spark_sql),
+    started by the same spark-submit command: the same counts written plainly, without
+    the job's checks and results;
+  - a Spark floor: RDMP's and CDMP's counts by one shuffle of whole rows and one join on
+    the key (bench.run_spark_floor), same command: below what any exact Spark job needs;
   - DuckDB: a new Python process running bench.run_duckdb (the same SQL as the in-process
     table) on the same files.
-Both wall times include process start (the JVM and session for the job). Reports the
-medians, their ratio (issue 17's goal at 1e7: <= 4x) and the job's phase log of its median
-run. Each job run's reproduced/exposed counts and per-column matches, read back from its
-results tables, must equal DuckDB's; the script fails otherwise.
+Every wall time includes process start (the JVM and session for Spark). Reports the
+medians and their ratios to DuckDB (issue 17's goal for the job at 1e7: <= 4x) and the
+job's phase log of its median run. Each job run's reproduced/exposed counts and per-column
+matches, read back from its results tables, and each other Spark run's (the floor's
+without KPR's) must equal DuckDB's; the script fails otherwise.
 """
 
 from __future__ import annotations
@@ -29,13 +35,21 @@ from privacy_eval.results import COLUMN_PROTECTION, METRIC_RESULTS, partition_fo
 
 DATABASE = "privacy_eval_bench"
 
-DUCKDB = """\
+# One engine's counts in a process of its own: {engine} is "duckdb", "spark_sql" or
+# "spark_floor" (bench.run_<engine>).
+ENGINE = """\
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {scripts!r})
 import bench
-result, seconds = bench.run_duckdb(Path(sys.argv[1]), Path(sys.argv[2]))
-print("DUCKDB", json.dumps(result))
+paths = Path(sys.argv[1]), Path(sys.argv[2])
+if {engine!r} == "duckdb":
+    result, seconds = bench.run_duckdb(*paths)
+else:
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.appName({engine!r}).getOrCreate()
+    result, seconds = getattr(bench, "run_" + {engine!r})(spark, *paths)
+print("COUNTS", json.dumps(result))
 """
 
 
@@ -75,26 +89,37 @@ def main_processes(args, original: Path, synthetic: Path, known: list[str]) -> i
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="privacy-eval-bench-processes-"))
     folder.mkdir(parents=True, exist_ok=True)
     config_path = job_config(folder, original, synthetic, known)
-    duck_path = folder / "duckdb_run.py"
-    duck_path.write_text(DUCKDB.format(scripts=str(ROOT / "scripts")))
-    job_command = [str(SPARK_SUBMIT), "--master", args.master, "--properties-file", str(PROPERTIES),
-                   str(JOB), "--config", str(config_path)]
-    duck_command = [sys.executable, str(duck_path), str(original), str(synthetic)]
+    submit = [str(SPARK_SUBMIT), "--master", args.master, "--properties-file", str(PROPERTIES)]
+    commands = {}
+    for engine in ("spark_sql", "spark_floor", "duckdb"):
+        script = folder / f"{engine}_run.py"
+        script.write_text(ENGINE.format(scripts=str(ROOT / "scripts"), engine=engine))
+        launcher = [sys.executable] if engine == "duckdb" else submit
+        commands[engine] = [*launcher, str(script), str(original), str(synthetic)]
+    job_command = [*submit, str(JOB), "--config", str(config_path)]
 
-    def duckdb_counts(done) -> dict:
-        return json.loads(done.stdout.split("DUCKDB", 1)[1])
+    def engine_counts(done) -> dict:
+        return json.loads(done.stdout.split("COUNTS", 1)[1])
 
     print(f"output folder (config, results warehouse, logs): {folder}", file=sys.stderr)
-    job_runs, duck_runs = alternate(
-        folder, job_command, duck_command, "duckdb", args.runs, lambda done, run_id: job_counts(folder, run_id),
-        duckdb_counts,
+    job_runs, (plain_runs, floor_runs, duck_runs) = alternate(
+        folder, job_command, lambda done, run_id: job_counts(folder, run_id),
+        [(engine, command, engine_counts) for engine, command in commands.items()], args.runs,
     )
     errors = disagreements(job_runs, duck_runs, "counts", "DuckDB")
+    errors += sorted({
+        f"{name}'s counts {theirs[1]} differ from DuckDB's {duck[1]}"
+        for name, runs in (("plain Spark SQL", plain_runs), ("the Spark floor", floor_runs))
+        for theirs in runs for duck in duck_runs if theirs[1] != {k: duck[1][k] for k in theirs[1]}
+    })
     counts = job_runs[0][3]
     lines, _ = ratio_report(
         args.master, f"| process ({args.rows:,} rows per side, process start included) | runs (s) | median (s) | vs DuckDB |",
-        "job: RDMP + CDMP + KPR", job_runs, "DuckDB (bench.run_duckdb)", duck_runs,
-        f"counts (every run, both engines): reproduced {counts['reproduced']}, exposed {counts['exposed']}, "
+        "job: RDMP + CDMP + KPR", job_runs,
+        [("plain Spark SQL: DuckDB's queries (bench.run_spark_sql)", plain_runs),
+         ("Spark floor: RDMP + CDMP only, one shuffle + one join (bench.run_spark_floor)", floor_runs),
+         ("DuckDB (bench.run_duckdb)", duck_runs)],
+        f"counts (every run, every engine; the floor has no exposed): reproduced {counts['reproduced']}, exposed {counts['exposed']}, "
         f"matches {counts['matches']}",
     )
     print("\n".join(lines), flush=True)
@@ -102,5 +127,5 @@ def main_processes(args, original: Path, synthetic: Path, known: list[str]) -> i
     if errors:
         print("\nERROR: " + "; ".join(errors), file=sys.stderr)
         return 1
-    print("\nthe job and DuckDB agree on every count in every run")
+    print("\nthe job, plain Spark SQL, the Spark floor and DuckDB agree on every count in every run")
     return 0

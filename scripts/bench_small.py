@@ -2,17 +2,19 @@
 
 Whole processes, each started with spark-submit the way scripts/example starts the job
 (same master, same properties file conf/spark/local.conf, same environment), run in
-turns (job, bare, job, bare, ...) after one untimed warm-up of each:
+turns (job, floor, bare, job, ...) after one untimed warm-up of each:
   - the job: jobs/evaluate_privacy.py on the bundled WBCD pair with the seed metrics
     only (RDMP, CDMP, KPR, linkage): conf/examples/wbcd.yaml without its `distance`
     entry, paths made absolute, results written to a warehouse in the output folder;
+  - floor: the least a Spark program does for the same metrics without any of the job's
+    checks and statistics (FLOOR below): how much of the ratio any implementation pays;
   - bare: a tiny PySpark script that reads the same two CSV files with the job's CSV
     read options (header, inferSchema, and the config's own options) and counts them.
-Both wall times include the JVM and session start. Reports the medians, their ratio
-(issue 17's goal: <= 2x), the job's phase log of its median run and, from the log's
-timestamps, the time before the first phase (JVM + session start) and after the last
-(writing the results, shutdown). The job's row counts must equal the bare counts and
-every job run must print the same figures; the script fails otherwise.
+Every wall time includes the JVM and session start. Reports the medians, their ratios to
+bare (issue 17's goal for the job: <= 2x), the job's phase log of its median run and,
+from the log's timestamps, the time before the first phase (JVM + session start) and
+after the last (writing the results, shutdown). The job's row counts must equal the floor's and the bare
+counts and every job run must print the same figures; the script fails otherwise.
 
 `--jobs` adds one in-process run of the job (plain python, same master and properties
 file) that counts the Spark jobs and tasks each phase starts (SparkContext.statusTracker;
@@ -52,6 +54,36 @@ spark = SparkSession.builder.appName("bare-count").getOrCreate()
 counts = [spark.read.options(**json.loads(options)).csv(path).count()
           for path, options in zip(sys.argv[1::2], sys.argv[2::2])]
 print("counts", *counts)
+spark.stop()
+'''
+
+# The least a Spark program does for the seed metrics, none of the job's checks or
+# statistics: the bare job's reads, with positions; whole rows grouped (RDMP), a join on
+# the position (CDMP), binned profiles grouped (KPR, on a fixed grid), one mapInArrow pass
+# over the synthetic rows blocked like the linkage's scoring (an identity: Python workers
+# started, nothing scored), one Parquet row written. Prints the row counts, as bare does.
+FLOOR = '''\
+import json, sys, tempfile
+from pyspark.sql import SparkSession, functions as F
+
+spec = json.loads(sys.argv[1])
+spark = SparkSession.builder.appName("floor").getOrCreate()
+o, s = (spark.read.options(**options).csv(path).withColumn("pos", F.monotonically_increasing_id())
+        for path, options in zip(spec["paths"], spec["options"]))
+cols = [c for c in o.columns if c not in ["pos", *spec["exclude"]]]
+stacked = o.select(*cols, F.lit(1).alias("side")).unionByName(s.select(*cols, F.lit(2).alias("side")))
+reproduced = (stacked.groupBy(*cols).agg(F.count_if(F.col("side") == 1).alias("a"), F.count_if(F.col("side") == 2).alias("b"))
+              .filter("a = 1 AND b > 0").count())
+matches = o.alias("o").join(s.alias("s"), "pos").agg(
+    *(F.count_if(F.col(f"o.{c}").eqNullSafe(F.col(f"s.{c}"))) for c in cols)).first()
+known = spec["known"]
+binned = [side.select(*(F.floor(F.col(c) / 0.5).alias(c) for c in known)) for side in (o, s)]
+exposed = binned[0].join(binned[1].groupBy(*known).count().filter("count = 1"), known, "left_semi").count()
+blocks = s.repartition(8, *spec["blocking"]).mapInArrow(lambda batches: batches, s.schema)
+blocks.groupBy(*spec["blocking"]).count().collect()
+spark.createDataFrame([(reproduced, exposed)], "reproduced long, exposed long").write.parquet(
+    tempfile.mkdtemp() + "/results")
+print("counts", o.count(), s.count())
 spark.stop()
 '''
 
@@ -175,24 +207,26 @@ def count_jobs(config_path: Path, master: str) -> tuple[list[tuple[str, float, i
 
 
 def alternate(
-    folder: Path, job_command: list[str], other_command: list[str], other: str, runs: int,
-    job_result: Callable[[subprocess.CompletedProcess, str], Any],
-    other_result: Callable[[subprocess.CompletedProcess], Any],
-) -> tuple[list[tuple], list[tuple]]:
-    """One untimed warm-up of each command, then `runs` turns of the job and the `other`
-    (logs job-N.log and <other>-N.log in `folder`). The job's runs as (seconds, done,
-    started_at, job_result(done, run id)), the other's as (seconds, other_result(done))."""
+    folder: Path, job_command: list[str], job_result: Callable[[subprocess.CompletedProcess, str], Any],
+    others: list[tuple[str, list[str], Callable[[subprocess.CompletedProcess], Any]]], runs: int,
+) -> tuple[list[tuple], list[list[tuple]]]:
+    """One untimed warm-up of each command, then `runs` turns of the job and each of the
+    `others` (name, command, result; logs job-N.log and <name>-N.log in `folder`). The
+    job's runs as (seconds, done, started_at, job_result(done, run id)), each other's as
+    (seconds, result(done))."""
     print("warm-up: one run of each, not timed", file=sys.stderr)
     run(job_command + ["--run-id", "warmup"], folder / "job-warmup.log")
-    run(other_command, folder / f"{other}-warmup.log")
-    job_runs, other_runs = [], []
+    for name, command, _ in others:
+        run(command, folder / f"{name}-warmup.log")
+    job_runs, other_runs = [], [[] for _ in others]
     for i in range(1, runs + 1):
         seconds, done, started_at = run(job_command + ["--run-id", f"run-{i}"], folder / f"job-{i}.log")
         job_runs.append((seconds, done, started_at, job_result(done, f"run-{i}")))
         print(f"job run {i}: {seconds:.1f} s", file=sys.stderr)
-        seconds, done, _ = run(other_command, folder / f"{other}-{i}.log")
-        other_runs.append((seconds, other_result(done)))
-        print(f"{other} run {i}: {seconds:.1f} s", file=sys.stderr)
+        for (name, command, result), runs_of_other in zip(others, other_runs):
+            seconds, done, _ = run(command, folder / f"{name}-{i}.log")
+            runs_of_other.append((seconds, result(done)))
+            print(f"{name} run {i}: {seconds:.1f} s", file=sys.stderr)
     return job_runs, other_runs
 
 
@@ -205,13 +239,16 @@ def disagreements(job_runs: list[tuple], other_runs: list[tuple], what: str, oth
 
 
 def ratio_report(
-    master: str, header: str, job_label: str, job_runs: list[tuple], other_label: str, other_runs: list[tuple],
+    master: str, header: str, job_label: str, job_runs: list[tuple], others: list[tuple[str, list[tuple]]],
     agreed: str,
 ) -> tuple[list[str], tuple]:
-    """The report's head: the machine, both commands' runs and medians with the job's
-    ratio, the line `agreed`, the job's phases in its median run; and that run."""
-    job_median = statistics.median(s for s, *_ in job_runs)
-    other_median = statistics.median(s for s, _ in other_runs)
+    """The report's head: the machine, every command's runs and median with its ratio to
+    the last of `others` (label, runs), the line `agreed`, the job's phases in its median
+    run; and that run."""
+    medians = [statistics.median(s for s, *_ in job_runs), *(statistics.median(s for s, _ in r) for _, r in others)]
+    labels = [job_label, *(label for label, _ in others)]
+    all_runs = [[s for s, *_ in job_runs], *([s for s, _ in r] for _, r in others)]
+    reference = medians[-1]
     median_run = sorted(job_runs, key=lambda r: r[0])[len(job_runs) // 2]
     lines = [
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -220,9 +257,11 @@ def ratio_report(
         "",
         header,
         "|---|---|---:|---:|",
-        f"| {job_label} | {', '.join(f'{s:.1f}' for s, *_ in job_runs)} | {job_median:.1f} | "
-        f"**{job_median / other_median:.2f}x** |",
-        f"| {other_label} | {', '.join(f'{s:.1f}' for s, _ in other_runs)} | {other_median:.1f} | 1.00x |",
+        *(
+            f"| {label} | {', '.join(f'{s:.1f}' for s in runs)} | {median:.1f} | "
+            + (f"**{median / reference:.2f}x** |" if i == 0 else f"{median / reference:.2f}x |")
+            for i, (label, runs, median) in enumerate(zip(labels, all_runs, medians))
+        ),
         "",
         agreed,
         "",
@@ -239,8 +278,9 @@ def main_small(args) -> int:
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="privacy-eval-bench-small-"))
     folder.mkdir(parents=True, exist_ok=True)
     config_path, config = derived_config(folder)
-    bare_path = folder / "bare_count.py"
+    bare_path, floor_path = folder / "bare_count.py", folder / "floor.py"
     bare_path.write_text(BARE)
+    floor_path.write_text(FLOOR)
     from privacy_eval.reading import read_options
 
     bare_args = []
@@ -250,6 +290,13 @@ def main_small(args) -> int:
     submit = [str(SPARK_SUBMIT), "--master", args.master, "--properties-file", str(PROPERTIES)]
     job_command = [*submit, str(JOB), "--config", str(config_path)]
     bare_command = [*submit, str(bare_path), *bare_args]
+    floor_spec = {
+        "paths": bare_args[0::2], "options": [json.loads(o) for o in bare_args[1::2]],
+        "exclude": config.get("exclude", []),
+        "known": config["metrics"]["knowledge_protection"]["known_variables"],
+        "blocking": config["metrics"]["linkage"]["blocking"],
+    }
+    floor_command = [*submit, str(floor_path), json.dumps(floor_spec)]
 
     def job_rows(done: subprocess.CompletedProcess, run_id: str) -> tuple[int, ...] | None:
         rows = ROWS.search(done.stdout + done.stderr)
@@ -259,15 +306,20 @@ def main_small(args) -> int:
         return tuple(int(x) for x in done.stdout.split("counts", 1)[1].split())
 
     print(f"output folder (config, bare script, results warehouse): {folder}", file=sys.stderr)
-    job_runs, bare_runs = alternate(folder, job_command, bare_command, "bare", args.runs, job_rows, bare_counts)
+    job_runs, (floor_runs, bare_runs) = alternate(
+        folder, job_command, job_rows, [("floor", floor_command, bare_counts), ("bare", bare_command, bare_counts)],
+        args.runs,
+    )
     errors = disagreements(job_runs, bare_runs, "row counts", "bare")
+    errors += disagreements(job_runs, floor_runs, "row counts", "floor")
     if len({tuple(figures(done.stdout)) for _, done, _, _ in job_runs}) != 1:
         errors.append("the job's figures differ between runs")
     lines, median_run = ratio_report(
         args.master, "| process (spark-submit, session start included) | runs (s) | median (s) | vs bare |",
         "job, WBCD, RDMP + CDMP + KPR + linkage", job_runs,
-        "bare: read both CSV files (header, inferSchema), count", bare_runs,
-        f"row counts: job {job_runs[0][3]}, bare {bare_runs[0][1]}",
+        [("floor: the seed metrics' shuffles, joins and a Python pass, no checks (FLOOR)", floor_runs),
+         ("bare: read both CSV files (header, inferSchema), count", bare_runs)],
+        f"row counts: job {job_runs[0][3]}, floor {floor_runs[0][1]}, bare {bare_runs[0][1]}",
     )
     lines += ["", "figures (every run):", "", *(f"    {line.strip()}" for line in figures(median_run[1].stdout))]
     print("\n".join(lines), flush=True)
@@ -290,5 +342,5 @@ def main_small(args) -> int:
     if errors:
         print("\nERROR: " + "; ".join(errors), file=sys.stderr)
         return 1
-    print("\njob and bare agree on the row counts; every job run printed the same figures")
+    print("\njob, floor and bare agree on the row counts; every job run printed the same figures")
     return 0
