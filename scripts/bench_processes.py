@@ -1,7 +1,7 @@
 """`scripts/bench --rows N --processes [--runs 3]`: the exact metrics as a user runs them.
 
-Whole processes on the same Parquet files, in turns (job, DuckDB, job, DuckDB, ...) after
-one untimed warm-up of each:
+Whole processes on the same Parquet files, in turns (job, plain Spark SQL, Spark floor,
+DuckDB, job, ...) after one untimed warm-up of each:
   - the job: `spark-submit --master local[2] --properties-file conf/spark/local.conf
     jobs/evaluate_privacy.py` (as scripts/example starts it) with RDMP, CDMP and KPR
     configured like `scripts/bench` (row key `id`, KPR knowing tests/support/datagen.KNOWN),
@@ -10,7 +10,7 @@ one untimed warm-up of each:
     started by the same spark-submit command: the same counts written plainly, without
     the job's checks and results;
   - a Spark floor: RDMP's and CDMP's counts by one shuffle of whole rows and one join on
-    the key (bench.run_spark_floor), same command: below what any exact Spark job needs;
+    the key (bench.run_spark_floor), same command: less work than the job's metrics need;
   - DuckDB: a new Python process running bench.run_duckdb (the same SQL as the in-process
     table) on the same files.
 Every wall time includes process start (the JVM and session for Spark). Reports the
@@ -29,26 +29,31 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
+from bench import same_counts
 from bench_small import JOB, PROPERTIES, ROOT, SPARK_SUBMIT, alternate, disagreements, ratio_report
 
 from privacy_eval.results import COLUMN_PROTECTION, METRIC_RESULTS, partition_folder_name
 
 DATABASE = "privacy_eval_bench"
 
-# One engine's counts in a process of its own: {engine} is "duckdb", "spark_sql" or
-# "spark_floor" (bench.run_<engine>).
+# One engine in a process of its own, so that each pays its own start as a user would:
+# `python|spark-submit engine_run.py ENGINE SCRIPTS ORIGINAL SYNTHETIC` runs
+# bench.run_<ENGINE> ("duckdb", "spark_sql" or "spark_floor") and prints its counts.
 ENGINE = """\
 import json, sys
 from pathlib import Path
-sys.path.insert(0, {scripts!r})
+
+engine, scripts, original, synthetic = sys.argv[1:5]
+sys.path.insert(0, scripts)
 import bench
-paths = Path(sys.argv[1]), Path(sys.argv[2])
-if {engine!r} == "duckdb":
-    result, seconds = bench.run_duckdb(*paths)
+
+run = getattr(bench, "run_" + engine)
+if engine == "duckdb":
+    result, seconds = run(Path(original), Path(synthetic))
 else:
     from pyspark.sql import SparkSession
-    spark = SparkSession.builder.appName({engine!r}).getOrCreate()
-    result, seconds = getattr(bench, "run_" + {engine!r})(spark, *paths)
+
+    result, seconds = run(SparkSession.builder.appName(engine).getOrCreate(), Path(original), Path(synthetic))
 print("COUNTS", json.dumps(result))
 """
 
@@ -90,12 +95,13 @@ def main_processes(args, original: Path, synthetic: Path, known: list[str]) -> i
     folder.mkdir(parents=True, exist_ok=True)
     config_path = job_config(folder, original, synthetic, known)
     submit = [str(SPARK_SUBMIT), "--master", args.master, "--properties-file", str(PROPERTIES)]
-    commands = {}
-    for engine in ("spark_sql", "spark_floor", "duckdb"):
-        script = folder / f"{engine}_run.py"
-        script.write_text(ENGINE.format(scripts=str(ROOT / "scripts"), engine=engine))
-        launcher = [sys.executable] if engine == "duckdb" else submit
-        commands[engine] = [*launcher, str(script), str(original), str(synthetic)]
+    script = folder / "engine_run.py"
+    script.write_text(ENGINE)
+    commands = {
+        engine: [*([sys.executable] if engine == "duckdb" else submit), str(script), engine,
+                 str(ROOT / "scripts"), str(original), str(synthetic)]
+        for engine in ("spark_sql", "spark_floor", "duckdb")
+    }
     job_command = [*submit, str(JOB), "--config", str(config_path)]
 
     def engine_counts(done) -> dict:
@@ -106,12 +112,9 @@ def main_processes(args, original: Path, synthetic: Path, known: list[str]) -> i
         folder, job_command, lambda done, run_id: job_counts(folder, run_id),
         [(engine, command, engine_counts) for engine, command in commands.items()], args.runs,
     )
-    errors = disagreements(job_runs, duck_runs, "counts", "DuckDB")
-    errors += sorted({
-        f"{name}'s counts {theirs[1]} differ from DuckDB's {duck[1]}"
-        for name, runs in (("plain Spark SQL", plain_runs), ("the Spark floor", floor_runs))
-        for theirs in runs for duck in duck_runs if theirs[1] != {k: duck[1][k] for k in theirs[1]}
-    })
+    errors = disagreements(job_runs, duck_runs, "counts", "the job", "DuckDB")
+    errors += disagreements(plain_runs, duck_runs, "counts", "plain Spark SQL", "DuckDB")
+    errors += disagreements(floor_runs, duck_runs, "counts", "the Spark floor", "DuckDB", same=same_counts)
     counts = job_runs[0][3]
     lines, _ = ratio_report(
         args.master, f"| process ({args.rows:,} rows per side, process start included) | runs (s) | median (s) | vs DuckDB |",
