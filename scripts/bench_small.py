@@ -14,8 +14,9 @@ turns (job, floor, bare, job, ...) after one untimed warm-up of each:
 Every wall time includes the JVM and session start. Reports the medians, their ratios to
 bare (issue 17's goal for the job: <= 2x), the job's phase log of its median run and,
 from the log's timestamps, the time before the first phase (JVM + session start) and
-after the last (writing the results, shutdown). The job's row counts must equal the floor's and the bare
-counts and every job run must print the same figures; the script fails otherwise.
+after the last (writing the results, shutdown). The job's and the floor's row counts must
+equal the bare counts and every job run must print the same figures; the script fails
+otherwise.
 
 `--jobs` adds one in-process run of the job (plain python, same master and properties
 file) that counts the Spark jobs and tasks each phase starts (SparkContext.statusTracker;
@@ -66,6 +67,8 @@ spark.stop()
 # workers started, nothing scored), one Parquet row written. Its figures are not the job's:
 # it prints the row counts, as bare does. monotonically_increasing_id gives positions only
 # for a file read as one partition (the bundled WBCD files are), as in the job's shortcut.
+# Its RDMP and CDMP steps have the shape of bench.run_spark_floor's, on CSV and positions;
+# a script of its own so that it imports nothing the bare job does not.
 FLOOR = '''\
 import json, sys, tempfile
 from pyspark.sql import SparkSession, functions as F
