@@ -416,6 +416,10 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--distance", action="store_true", help="benchmark the distance metrics instead")
     parser.add_argument("--no-repeat", action="store_true", help="--distance: leave out the repeated Spark run")
     parser.add_argument("--profile", action="store_true", help="--distance: also time the Spark steps one by one")
+    parser.add_argument("--cell-records", type=int, metavar="M",
+                        help="--distance: also run with cells of M records and compare with one cell")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="--distance: leave out the numpy reference (the Spark runs are compared with each other)")
     parser.add_argument("--redraw", type=float, default=0.0, help="--distance: share of synthetic records with a redrawn category")
     parser.add_argument("--small", action="store_true",
                         help="benchmark the bundled WBCD job (seed metrics) against a bare Spark read-and-count "
@@ -424,7 +428,8 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="time the job (spark-submit), plain Spark SQL, a Spark floor and DuckDB as whole "
                              "processes instead")
     parser.add_argument("--runs", type=int, default=3,
-                        help="--small, --processes, --wide: timed runs of each (median reported)")
+                        help="--small, --processes, --wide, --distance --cell-records: timed runs of each, "
+                             "alternated (median reported)")
     parser.add_argument("--out", help="--small, --processes: output folder (default: a new temporary folder)")
     parser.add_argument("--jobs", action="store_true", help="--small: also count the Spark jobs of each phase")
     parser.add_argument("--wide", type=int, metavar="COLUMNS",

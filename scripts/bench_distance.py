@@ -1,12 +1,17 @@
-"""`scripts/bench --distance --rows N`: the distance metrics in Spark against one process.
+"""`scripts/bench --distance --rows N [--cell-records M]`: the distance metrics in Spark
+against one process.
 
 Generates a seeded original/synthetic pair (four numeric columns, one categorical; the
 synthetic side is the original plus noise, row-aligned by `id`, shuffled), writes it as
 Parquet, then times, in this one run:
   - Spark: read both files, `prepare_inputs`, `distance_metrics` (all four figures, 5
-    components, cap 1,000), after a 2,000-row warm-up; then the same run again in the
-    session (leave it out with --no-repeat);
-  - numpy + scipy cKDTree in one process (tests/support/distance_fast.py) on the same files.
+    components, cap 1,000, cells of the default size), after a 2,000-row warm-up; then
+    the same run again in the session (leave it out with --no-repeat);
+  - with --cell-records M instead: Spark with every side in one cell and with cells of M
+    records, alternated --runs times in the same session: the figures must be equal, and
+    the ratio of the two medians of the `distance_metrics` times is what the cells cost;
+  - numpy + scipy cKDTree in one process (tests/support/distance_fast.py) on the same
+    files (leave it out with --no-reference: at 1e7 it takes over an hour).
 Every figure must agree (integers exactly, floats to 1e-12 relative); the script fails
 loudly if one does not. `--profile` adds one more Spark run, step by step (space, projection,
 each search and its figures), each step forced and timed on its own.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -102,9 +108,11 @@ def _inputs(spark, original_path: Path, synthetic_path: Path):
                           row_key="id", cache=())
 
 
-def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, float, float]:
-    """(figures, seconds end to end, seconds of `distance_metrics` alone)."""
+def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: int | None = None) -> tuple[dict, float, float]:
+    """(figures, seconds end to end, seconds of `distance_metrics` alone), with cells of
+    `cell_records` records (default: the job's)."""
     from privacy_eval.distance import distance_metrics
+    from privacy_eval.distance.search import CELL_RECORDS
     from privacy_eval.inputs import KEY
 
     started = time.perf_counter()
@@ -112,7 +120,7 @@ def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, f
     metrics_started = time.perf_counter()
     try:
         r = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, CHOSEN,
-                             components=COMPONENTS, cap=CAP)
+                             components=COMPONENTS, cap=CAP, cell_records=cell_records or CELL_RECORDS)
     finally:
         inputs.unpersist()
     ended = time.perf_counter()
@@ -126,7 +134,8 @@ def run_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[dict, f
         "lc_p90": cl.p90, "capped": cl.capped, "dcr": near.dcr, "dcr_zero_share": near.zero_share,
         "dcr_p05": near.p05, "nndr": near.nndr, "nndr_below_half_share": near.below_half_share,
     }
-    return figures, ended - started, ended - metrics_started
+    costs = {f"{name}_{part}": getattr(cost, part) for name, cost in r.costs.items() for part in ("cells", "cells_per_query")}
+    return {**figures, **costs}, ended - started, ended - metrics_started
 
 
 def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tuple[str, float]]:
@@ -136,7 +145,7 @@ def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tupl
 
     from privacy_eval.distance import metrics as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
-    from privacy_eval.distance.search import ID, Grid, cloaking_counts, nearest_distances, with_own_chunk
+    from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_into_cells, nearest_distances
     from privacy_eval.distance.space import fit_space, project
     from privacy_eval.inputs import KEY
 
@@ -159,19 +168,19 @@ def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tupl
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = dm._counted(o)[0], dm._counted(s)[0]
     lap("project both sides + cache + count")
-    grid = Grid.sized(n, m, tasks)
-    near = nearest_distances(o, s, k, 2, grid).persist(StorageLevel.MEMORY_AND_DISK)
-    near.count()
-    lap(f"DCR/NNDR search, k = 2 (grid {grid.chunks} x {grid.groups})")
+    cells = cut_into_cells(o, names, n, CELL_RECORDS)
+    lap(f"cells of the original ({cells.n_cells})")
+    near, cost = nearest_distances(o, s, names, 2, cells, tasks, m)
+    lap(f"DCR/NNDR search, k = 2 ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     closest_figures(near, n)
     lap("DCR/NNDR figures (exact medians, histogram)")
-    paired = dm._paired_radii(o, s, names).persist(StorageLevel.MEMORY_AND_DISK)
+    cells = cut_into_cells(s, names, m, CELL_RECORDS)
+    lap(f"cells of the synthetic side ({cells.n_cells})")
+    paired = dm._paired_radii(o, s, names, cells).persist(StorageLevel.MEMORY_AND_DISK)
     paired.count()
     lap("paired radii (join on the key)")
-    grid = Grid.sized(m, n, tasks)
-    counts = cloaking_counts(s, with_own_chunk(paired, grid), k, grid).persist(StorageLevel.MEMORY_AND_DISK)
-    counts.count()
-    lap(f"cloaking ball counts (grid {grid.chunks} x {grid.groups})")
+    counts, cost = cloaking_counts(s, paired, names, cells, CAP, tasks, n)
+    lap(f"cloaking ball counts ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     cloaking_figures(counts, CAP)
     lap("cloaking figures")
     for frame in (o, s, near, paired, counts):
@@ -184,6 +193,8 @@ def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
     """(names that differ, largest relative difference of a float figure)."""
     differing, worst = [], 0.0
     for name, value in spark_figures.items():
+        if name.endswith(("_cells", "_cells_per_query")):  # what a run cost, not a figure
+            continue
         expected = reference[name]
         if isinstance(expected, float) and value is not None:
             diff = abs(value - expected) / max(abs(expected), 1e-300) if value != expected else 0.0
@@ -207,49 +218,75 @@ def main_distance(args, peak_memory, timed) -> int:
     }))
     spark.sparkContext.setLogLevel("ERROR")
     run_spark(spark, *generate(2_000, args.seed, Path(args.data)))  # warm-up
-    with peak_memory() as memory:
-        figures, spark_s, metrics_s = run_spark(spark, original_path, synthetic_path)
-    runs = [("Spark (privacy_eval)", figures, spark_s, metrics_s)]
-    if not args.no_repeat:
-        again, again_s, again_metrics_s = run_spark(spark, original_path, synthetic_path)
-        runs.append(("Spark, same run repeated in the session", again, again_s, again_metrics_s))
+    runs = []
+    if args.cell_records:
+        # One cell and cells of the size asked for, alternated: the same session, the same files.
+        for turn in range(1, args.runs + 1):
+            runs.append((f"Spark, one cell, run {turn}", *run_spark(spark, original_path, synthetic_path,
+                                                                    cell_records=args.rows)))
+            with peak_memory() as memory:
+                runs.append((f"Spark, cells of {args.cell_records:,}, run {turn}",
+                             *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
+    else:
+        with peak_memory() as memory:
+            runs.append(("Spark (privacy_eval)", *run_spark(spark, original_path, synthetic_path)))
+        if not args.no_repeat:
+            runs.append(("Spark, the same run repeated in the session",
+                         *run_spark(spark, original_path, synthetic_path)))
     steps = profile_spark(spark, original_path, synthetic_path) if args.profile else []
     spark.stop()
-    reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path, timed)
+    if args.no_reference:
+        reference, numpy_s, numpy_steps = runs[0][1], math.nan, {}
+    else:
+        reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path, timed)
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
     print()
+    base_s, base_name = numpy_s, "numpy"
+    if args.cell_records:
+        base_s = one_cell_s = statistics.median(inner for name, _, _, inner in runs if "one cell" in name)
+        base_name = "the one-cell median"
     print("| distance metrics (5 components, cap 1,000) | records per side | wall time (s) | of which distance_metrics (s) "
-          "| vs numpy | hidden rate (%) | local cloaking | capped | DCR | NNDR |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"| vs {base_name} | cells (original / synthetic) | cells per query (DCR / cloaking) "
+          "| hidden rate (%) | local cloaking | capped | DCR | NNDR |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, f, seconds, inner in runs:
-        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {seconds / numpy_s:.2f}x | {f['hidden_rate']:.4f} "
+        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {inner / base_s:.2f}x "
+              f"| {f['closest_cells']} / {f['cloaking_cells']} "
+              f"| {f['closest_cells_per_query']:.2f} / {f['cloaking_cells_per_query']:.2f} | {f['hidden_rate']:.4f} "
               f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")
+    if args.cell_records:
+        cells_s = statistics.median(inner for name, _, _, inner in runs if "one cell" not in name)
+        print(f"\nmedians of `distance_metrics` over {args.runs} alternated runs: one cell {one_cell_s:.1f} s, cells of "
+              f"{args.cell_records:,} {cells_s:.1f} s: **{cells_s / one_cell_s:.2f}x**")
     r = reference
-    print(f"| numpy + cKDTree, one process (tests/support/distance_fast.py) | {args.rows:,} | {numpy_s:.1f} | | 1.00x "
-          f"| {r['hidden_rate']:.4f} | {r['local_cloaking']:g} | {r['capped']:,} | {r['dcr']:.6g} | {r['nndr']:.6g} |")
-    print(f"\nnumpy steps (s): read Parquet {numpy_s - sum(numpy_steps.values()):.1f}, "
-          + ", ".join(f"{k} {v:.1f}" for k, v in numpy_steps.items()))
-    print(f"local cloaking: p10/p50/p90 {r['lc_p10']}/{r['lc_p50']}/{r['lc_p90']}, "
-          f"median a lower bound (half or more capped): {r['lc_median_lower_bound']}; "
-          f"largest LC_i {int(r['lc'].max()):,}, mean LC_i {float(r['lc'].mean()):.1f}")
-    print(f"\npeak resident memory during the first Spark run: JVM (driver = executor in local mode) "
-          f"{memory.jvm / 2**20:.0f} MiB, largest Python worker {memory.worker / 2**20:.0f} MiB")
+    if not args.no_reference:
+        print(f"| numpy + cKDTree, one process (tests/support/distance_fast.py) | {args.rows:,} | {numpy_s:.1f} | | | | "
+              f"| {r['hidden_rate']:.4f} | {r['local_cloaking']:g} | {r['capped']:,} | {r['dcr']:.6g} | {r['nndr']:.6g} |")
+        print(f"\nnumpy steps (s): read Parquet {numpy_s - sum(numpy_steps.values()):.1f}, "
+              + ", ".join(f"{k} {v:.1f}" for k, v in numpy_steps.items()))
+        print(f"local cloaking: p10/p50/p90 {r['lc_p10']}/{r['lc_p50']}/{r['lc_p90']}, "
+              f"median a lower bound (half or more capped): {r['lc_median_lower_bound']}; "
+              f"largest LC_i {int(r['lc'].max()):,}, mean LC_i {float(r['lc'].mean()):.1f}")
+    print(f"\npeak resident memory during the run '{runs[-1 if args.cell_records else 0][0]}': "
+          f"JVM (driver = executor in local mode) {memory.jvm / 2**20:.0f} MiB, largest Python worker "
+          f"{memory.worker / 2**20:.0f} MiB")
     if steps:
         print("\n| Spark step (forced and timed one at a time) | seconds |\n|---|---:|")
         for name, seconds in steps:
             print(f"| {name} | {seconds:.1f} |")
         print(f"| total | {sum(s for _, s in steps):.1f} |")
+    against = "the first Spark run" if args.no_reference else "numpy"
     failed = False
     for name, f, _, _ in runs:
         differing, worst = compare(f, reference)
         print(f"\n{name}: largest relative difference of a float figure {worst:.3g}")
         if differing:
             failed = True
-            print(f"ERROR: {name} differs from numpy on {', '.join(f'{d} ({f[d]!r} vs {reference[d]!r})' for d in differing)}",
-                  file=sys.stderr)
+            print(f"ERROR: {name} differs from {against} on "
+                  f"{', '.join(f'{d} ({f[d]!r} vs {reference[d]!r})' for d in differing)}", file=sys.stderr)
     if failed:
         return 1
-    print("\nevery figure agrees (integers exactly, floats to 1e-12 relative)")
+    print(f"\nevery figure agrees with {against} (integers exactly, floats to 1e-12 relative)")
     return 0

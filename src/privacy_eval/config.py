@@ -231,6 +231,10 @@ class DistanceConfig:
 
     columns: list[str] | None = None                # None: every compared column
     components: int | Literal["all"] = field(default=5, metadata={"expects": _COMPONENTS_RULE})
+    # Records of the searched side per cell of the exact searches: what one task holds.
+    cell_records: int = 1_000_000
+    # In a space too wide for a k-d tree to prune, searches estimated above this are refused.
+    max_core_hours: float = 24.0
     hidden_rate: HiddenRateConfig | None = None
     local_cloaking: LocalCloakingConfig | None = None
     distance_to_closest_record: DistanceToClosestRecordConfig | None = None
@@ -246,6 +250,10 @@ class DistanceConfig:
         whole = _is_number(components) and isinstance(components, int) and components >= 1
         _fail_unless(whole or components == "all", key + "components",
                      f"must be {_COMPONENTS_RULE}, got {_shown(components)}")
+        _check_number(key + "cell_records", self.cell_records, whole=True)
+        _fail_unless(self.cell_records >= 1, key + "cell_records", "must be at least 1")
+        _check_number(key + "max_core_hours", self.max_core_hours)
+        _fail_unless(0 < self.max_core_hours < math.inf, key + "max_core_hours", "must be a finite number > 0")
 
     def selected(self, has_holdout: bool) -> dict[str, Any]:
         """Sub-metric key -> its configuration, in DISTANCE_SUB_METRICS order: the ones
@@ -330,8 +338,13 @@ class Config:
         # configuration that does not use them keeps its config_sha256.
         if data["holdout"] is None:
             del data["holdout"]
-        if data["metrics"]["distance"] is None:
+        distance = data["metrics"]["distance"]
+        if distance is None:
             del data["metrics"]["distance"]
+        else:  # what a run may cost, never a figure: in the hash only when set
+            for name in ("cell_records", "max_core_hours"):
+                if distance[name] == getattr(DistanceConfig, name):
+                    del distance[name]
         return data
 
     def sha256(self) -> str:

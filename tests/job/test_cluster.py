@@ -41,6 +41,7 @@ SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 PACKAGE_ZIP = ROOT / "dist" / "privacy_eval.zip"
 N_WORKERS = 2
+DISTANCE_ROWS = ("hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio")
 
 # Runs on the executors: where does `import privacy_eval` come from, under which Python?
 PROBE = textwrap.dedent("""
@@ -298,4 +299,7 @@ def test_job_on_a_standalone_cluster_imports_the_package_from_the_zip(
     assert {r["run_id"] for r in tables["metric_results"]} == {run_id}
     rows, columns = tables["metric_results"], tables["column_protection"]
     assert len(rows) == 10 and len(columns) == 10  # with the example's four distance rows
-    check_run(rows, columns, expected_wbcd())
+    check_run(rows, columns, expected_wbcd())  # the figures of one cell, here with 8
+    searches = {r["metric"]: json.loads(r["details"]) for r in rows if r["metric"] in DISTANCE_ROWS}
+    assert {name: d["cells"] for name, d in searches.items()} == dict.fromkeys(DISTANCE_ROWS, 8)
+    assert all(d["cells_per_query"] > 1 for d in searches.values())

@@ -1,7 +1,7 @@
 """The distance metrics on Spark against the brute-force float64 oracle (every pair
 scored, tests/support/distance_oracle.py): on data with ties built in, on the bundled
 WBCD and AIDS pairs and a holdout split of WBCD; the same figures under any
-partitioning, row order and chunking of the searches."""
+partitioning, row order and cells of the searches."""
 
 from __future__ import annotations
 
@@ -103,17 +103,18 @@ def test_cap_counts_records_at_the_cap(spark, ties):
     _assert_agrees(_figures(result), expected, len(synthetic))
 
 
-def test_the_same_figures_under_any_partitioning_row_order_and_chunking(spark, ties, monkeypatch):
+@pytest.mark.parametrize("cell_records", [1_000_000, 7])
+def test_the_same_figures_under_any_partitioning_row_order_and_cells(spark, ties, monkeypatch, cell_records):
     original, synthetic, holdout = ties
     baseline = _figures(_run(spark, original, synthetic, "id", holdout, components=3))
     shuffled_o = original.sample(frac=1.0, random_state=3).reset_index(drop=True)
     shuffled_s = synthetic.sample(frac=1.0, random_state=4).reset_index(drop=True)
-    monkeypatch.setattr(distance_search, "CHUNK_ROWS", 7)  # 9 index chunks: every merge across chunks runs
-    monkeypatch.setattr(distance_search, "QUERY_ROWS", 5)
+    shuffled_h = holdout.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    monkeypatch.setattr(distance_search, "QUERY_ROWS", 5)  # several parts per cell: their results are merged
     inputs = prepare_inputs(spark.createDataFrame(shuffled_o).repartition(5), spark.createDataFrame(shuffled_s).repartition(3),
                             row_key="id")
     result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, list(ALL),
-                              components=3, holdout=spark.createDataFrame(holdout).repartition(4))
+                              components=3, holdout=spark.createDataFrame(shuffled_h).repartition(4), cell_records=cell_records)
     got = _figures(result)
     assert got.keys() == baseline.keys()
     for name, value in got.items():

@@ -609,9 +609,31 @@ def test_config_hash_is_unchanged_for_configs_without_the_new_keys(tmp_path):
     assert with_holdout.to_dict()["holdout"]["table"] == "db.h" and with_holdout.sha256() != config.sha256()
 
 
+@pytest.mark.parametrize("value, expected", [(1, 1), (2, 2), (250_000, 250_000)])
+def test_cell_records_takes_a_whole_number_of_at_least_one(tmp_path, value, expected):
+    config = load_config(distance_yaml(tmp_path), [f"metrics.distance.cell_records={value}"])
+    assert config.metrics.distance.cell_records == expected == DistanceConfig(cell_records=value).cell_records
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0", "must be at least 1"), ("-5", "must be at least 1"), ("2.5", "must be a whole number"),
+    ("1e6", "must be a whole number"), ("many", "must be a whole number"), ("true", "must be a whole number"),
+])
+def test_cell_records_mistakes_name_the_key(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=f"^key 'metrics.distance.cell_records' {message}"):
+        load_config(distance_yaml(tmp_path, f"cell_records: {text}\n"))
+
+
+def test_cell_records_changes_no_figure_and_so_not_the_hash_at_its_default(tmp_path):
+    default = load_config(write(tmp_path, MINIMAL + "  distance:\n"))
+    assert "cell_records" not in default.to_dict()["metrics"]["distance"]
+    smaller = load_config(write(tmp_path, MINIMAL + "  distance: {cell_records: 1000}\n"))
+    assert smaller.to_dict()["metrics"]["distance"]["cell_records"] == 1000 and smaller.sha256() != default.sha256()
+
+
 def test_every_distance_key_is_documented():
     text = (ROOT / "docs" / "interface.md").read_text(encoding="utf-8")
-    keys = ["holdout", "metrics.distance.columns", "metrics.distance.components"]
+    keys = ["holdout", "metrics.distance.columns", "metrics.distance.components", "metrics.distance.cell_records"]
     for sub in DISTANCE_SUB_METRICS:
         sub_config = typing.get_type_hints(DistanceConfig)[sub].__args__[0]
         keys += [f"metrics.distance.{sub}.{f.name}" for f in dataclasses.fields(sub_config)]

@@ -110,7 +110,7 @@ def cloaking_in_chunk(
     if not n_index or not n:
         return closer, either
     tree = cKDTree(index)
-    tau = TIE * np.maximum(1.0, r)
+    tau = tie_tolerance(r)
     outer = r + tau
     k = min(_FIRST_K, limit, n_index)
     either[:], nearest_distance, kth = _bounded_counts(tree, queries, outer, k)
@@ -129,6 +129,11 @@ def cloaking_in_chunk(
     if len(tied_only):
         either[tied_only] = tree.query_ball_point(queries[tied_only], outer[tied_only], return_length=True)
     return closer, either
+
+
+def tie_tolerance(r: np.ndarray) -> np.ndarray:
+    """τ(r) of the tie rule (5.2): d is tied with r when |d - r| <= τ(r)."""
+    return TIE * np.maximum(1.0, r)
 
 
 _FIRST_K = 16
@@ -158,6 +163,79 @@ def _bounded_counts(
         nearest_distance[batch] = d[:, 0]
         kth[batch] = d[:, -1]
     return found, nearest_distance, kth
+
+
+def kd_planes(points: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The split planes of a complete k-d tree of `depth` levels over `points`, in heap
+    order (node 1 the root, node i's children 2i and 2i + 1; entry 0 unused): per node,
+    the coordinate along which its points spread widest and their lower median there. A
+    point goes to the right child when its coordinate is greater than the split value.
+    The value moves below the largest when the median is the largest (many equal
+    values), so that both children keep points; a node whose points all coincide, or
+    that has none, splits at +inf (everything goes left, the right child stays empty).
+
+    Only the balance of the cells depends on the planes, never a figure: the search is
+    exact for any planes. The result depends on the points as a multiset, not on their
+    order."""
+    nodes = 2**depth
+    dims = np.zeros(nodes, dtype=np.int64)
+    splits = np.full(nodes, np.inf)
+    members = {1: points}
+    for node in range(1, nodes):
+        p = members.pop(node)
+        if len(p) > 1:
+            spread = p.max(axis=0) - p.min(axis=0)
+            dim = int(np.argmax(spread))
+            if spread[dim] > 0:
+                x = p[:, dim]
+                value = np.partition(x, (len(x) - 1) // 2)[(len(x) - 1) // 2]
+                if value >= x.max():
+                    value = x[x < value].max()
+                dims[node], splits[node] = dim, value
+        right = p[:, dims[node]] > splits[node]
+        if 2 * node < nodes:
+            members[2 * node], members[2 * node + 1] = p[~right], p[right]
+    return dims, splits
+
+
+# A cell is searched when its box lies within the bound times (1 + ROUTE_SLACK): the box's
+# and the tree's distances are each rounded (a relative error of a few 1e-16 per
+# coordinate); the slack keeps every record the tree would count in a searched cell.
+ROUTE_SLACK = 1e-9
+
+
+def cells_within(
+    points: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query, cell) pairs: for each point, every non-empty leaf cell whose box lies
+    within its bound (an inf bound reaches every non-empty cell). `lo`, `hi` and
+    `counts` describe every node of the heap (leaves at 2^depth + cell); a node's box
+    holds its children's, so the descent drops a subtree as soon as its box is too far.
+    It goes down up to _JUMP levels at a time, all of a node's descendants there at once
+    (one array operation instead of _JUMP)."""
+    limit = bound * (1.0 + ROUTE_SLACK)
+    query = np.arange(len(points))
+    node = np.ones(len(points), dtype=np.int64)
+    keep = (counts[node] > 0) & (box_distances(points, lo[node], hi[node]) <= limit)
+    query, node, level = query[keep], node[keep], 0
+    while level < depth:
+        jump = min(_JUMP, depth - level)
+        below = node[:, None] * 2**jump + np.arange(2**jump)[None, :]  # candidates x 2^jump
+        # From the root, every candidate has the same descendants: their boxes broadcast.
+        boxes = below[:1] if level == 0 else below
+        near = box_distances(points[query][:, None, :], lo[boxes], hi[boxes]) <= limit[query][:, None]
+        keep = near & (counts[below] > 0)
+        query, node, level = np.broadcast_to(query[:, None], below.shape)[keep], below[keep], level + jump
+    return query, node - 2**depth
+
+
+_JUMP = 6
+
+
+def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The distance from each point to its box [lo, hi] (0 inside it), over the last axis."""
+    gap = np.maximum(np.maximum(lo - points, points - hi), 0.0)
+    return np.sqrt((gap * gap).sum(axis=-1))
 
 
 def coordinate_names(k: int) -> list[str]:

@@ -11,6 +11,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.figures import (
     CloakingFigures,
     ClosestFigures,
@@ -20,13 +21,28 @@ from privacy_eval.distance.figures import (
     holdout_figures,
 )
 from privacy_eval.distance.kernel import coordinate_names
-from privacy_eval.distance.search import ID, RADIUS, Grid, cloaking_counts, nearest_distances, with_own_chunk
+from privacy_eval.distance.search import (
+    CELL_RECORDS,
+    ID,
+    OWN,
+    RADIUS,
+    Cells,
+    SearchCost,
+    cloaking_counts,
+    cut_into_cells,
+    nearest_distances,
+)
 from privacy_eval.distance.space import EIGEN_TIE, IMPUTED, Space, fit_space, project
 from privacy_eval.errors import InputError
 
 CLOAKING = ("hidden_rate", "local_cloaking")
 CLOSEST = ("distance_to_closest_record", "nearest_neighbour_distance_ratio")
 HOLDOUT = "holdout_distance_share"
+# From this many coordinates on, the searches are estimated as if every pair were scored,
+# at PAIR_COORDINATE_SECONDS per pair and coordinate (scipy's cKDTree in 32 to 1,001
+# coordinates, measured: docs/operations.md, "A space too wide to search").
+WIDE_SPACE = 32
+PAIR_COORDINATE_SECONDS = 1e-8
 EMPTY_HOLDOUT = "holdout: the table has no rows (holdout_distance_share needs records to compare with)"
 
 
@@ -40,6 +56,8 @@ class DistanceResult:
     closest: ClosestFigures | None = None
     holdout: HoldoutFigures | None = None
     warnings: tuple[str, ...] = field(default=())
+    # What each search cost, by the figures it served: "cloaking", "closest", "holdout".
+    costs: dict[str, SearchCost] = field(default_factory=dict)
 
     def space_details(self) -> dict[str, Any]:
         return {**self.space.details(), **{f"imputed_{side}": n for side, n in self.imputed.items()}}
@@ -55,6 +73,8 @@ def distance_metrics(
     components: int | str = 5,
     cap: int = 1000,
     holdout: DataFrame | None = None,
+    cell_records: int = CELL_RECORDS,
+    max_core_hours: float = DistanceConfig.max_core_hours,
 ) -> DistanceResult:
     """The `chosen` distance metrics of `synthetic` against `original` (both with the row
     key `key`, pairing original i with synthetic a_i), in the FAMD space of the original
@@ -86,37 +106,66 @@ def distance_metrics(
         n, m = sizes["original"][0], sizes["synthetic"][0]
         if h is not None and sizes["holdout"][0] == 0:
             raise InputError(EMPTY_HOLDOUT)
+        pairs = _scored_pairs(chosen, n, m, sizes["holdout"][0] if h is not None else 0)
+        warnings = _wide_space_warnings(k, pairs, n, m, max_core_hours)
         result: dict[str, Any] = {}
+        costs: dict[str, SearchCost] = {}
         if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
-            near = nearest_distances(o, s, k, 2, Grid.sized(n, m, tasks)).persist(StorageLevel.MEMORY_AND_DISK)
+            cells = cut_into_cells(o, names, n, cell_records)
+            near, costs["closest"] = nearest_distances(o, s, names, 2, cells, tasks, m)
             cached.append(near)
             if any(c in chosen for c in CLOSEST):
                 result["closest"] = closest_figures(near, n)
             if h is not None:
                 n_h = sizes["holdout"][0]
-                to_holdout = nearest_distances(h, s, k, 1, Grid.sized(n_h, m, tasks))
+                held = cut_into_cells(h, names, n_h, cell_records)
+                to_holdout, costs["holdout"] = nearest_distances(h, s, names, 1, held, tasks, m)
+                cached.append(to_holdout)
                 result["holdout"] = holdout_figures(near, to_holdout, ID, n, n_h)
         if any(c in chosen for c in CLOAKING):
-            paired = _paired_radii(o, s, names)
-            grid = Grid.sized(m, n, tasks)
-            counts = cloaking_counts(s, with_own_chunk(paired, grid), k, grid, cap).persist(StorageLevel.MEMORY_AND_DISK)
+            cells = cut_into_cells(s, names, m, cell_records)
+            counts, costs["cloaking"] = cloaking_counts(s, _paired_radii(o, s, names, cells), names, cells, cap, tasks, n)
             cached.append(counts)
             if counts.count() > 0:
                 result["cloaking"] = cloaking_figures(counts, cap)
     finally:
         for frame in cached:
             frame.unpersist()
-    warnings = ()
     if space.eigen_tie:
-        warnings = (
+        warnings += (
             f"distance: the {k}th and {k + 1}th eigenvalues of the space are equal or nearly so (within "
             f"{EIGEN_TIE:g}, relative): the {k}-dimensional projection is not unique, and its distances depend on "
             "an arbitrary choice or on rounding; use 'components: all' or another number of components",
         )
     return DistanceResult(
         space=space, imputed={side: v[1] for side, v in sizes.items()}, n_original=n, n_synthetic=m,
-        warnings=warnings, **result,
+        warnings=warnings, costs=costs, **result,
     )
+
+
+def _scored_pairs(chosen: Collection[str], n: int, m: int, n_holdout: int) -> int:
+    """Record pairs the searches would score if they pruned nothing."""
+    closest = n * m if any(c in chosen for c in (*CLOSEST, HOLDOUT)) else 0
+    return closest + m * n_holdout + (n * m if any(c in chosen for c in CLOAKING) else 0)
+
+
+def _wide_space_warnings(k: int, pairs: int, n: int, m: int, max_core_hours: float) -> tuple[str, ...]:
+    """In WIDE_SPACE coordinates or more, a k-d tree prunes next to nothing and the
+    searches score about every pair: refuse them past `max_core_hours` (estimated at
+    PAIR_COORDINATE_SECONDS per pair and coordinate), warn past a core-minute."""
+    if k < WIDE_SPACE:
+        return ()
+    hours = pairs * k * PAIR_COORDINATE_SECONDS / 3600
+    said = (f"metrics.distance: in {k} coordinates a k-d tree prunes next to nothing, and the exact searches over "
+            f"{n:,} original and {m:,} synthetic records would score about {pairs:,} pairs: an estimated "
+            f"{hours:,.1f} core-hours")
+    if hours > max_core_hours:
+        raise InputError(
+            f"{said}, more than 'metrics.distance.max_core_hours' ({max_core_hours:g}); lower "
+            "'metrics.distance.components', leave high-cardinality columns out with 'metrics.distance.columns', "
+            "or raise 'metrics.distance.max_core_hours'"
+        )
+    return (f"{said}",) if hours > 1 / 60 else ()
 
 
 def _counted(frame: DataFrame) -> tuple[int, int]:
@@ -125,12 +174,13 @@ def _counted(frame: DataFrame) -> tuple[int, int]:
     return int(row["n"]), int(row["imputed"] or 0)
 
 
-def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str]) -> DataFrame:
-    """Per paired original: ID, its coordinates and RADIUS = r_i, its distance to its own
-    synthetic record, summed one coordinate at a time like the kernel's distances."""
+def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str], cells: Cells) -> DataFrame:
+    """Per paired original: ID, its coordinates, RADIUS = r_i, its distance to its own
+    synthetic record, summed one coordinate at a time like the kernel's distances, and
+    OWN, the cell of that synthetic record."""
     own = s.select(ID, *(F.col(c).alias("own" + c) for c in names))
     joined = o.select(ID, *names).join(own, ID)
     total = F.lit(0.0)
     for c in names:
         total = total + (F.col(c) - F.col("own" + c)) * (F.col(c) - F.col("own" + c))
-    return joined.select(ID, F.sqrt(total).alias(RADIUS), *names)
+    return joined.select(ID, F.sqrt(total).alias(RADIUS), cells.of([F.col("own" + c) for c in names]).alias(OWN), *names)

@@ -1,129 +1,323 @@
-"""The exact searches of the distance metrics, on Spark (docs/operations.md, "Distance
-metrics: routes and limits").
+"""The exact searches of the distance metrics, on Spark, in cells of space
+(docs/operations.md, "Distance metrics: routes and limits").
 
 Every search asks, for each record of a *query* side, about its neighbours on an
-*indexed* side. The indexed side is cut into P chunks of at most `chunk_rows` records,
-the query side into Q groups; task (p, q) builds a k-d tree over chunk p and answers
-every query of group q against it. Each query thus meets every chunk exactly once, so
-the answer is exact by construction, with no argument about records near a partition
-boundary: the nearest two over the chunks are the nearest two overall, and counts add
-up. Rows shuffled: n·Q + m·P; when the indexed side fits one chunk (P = 1, up to
-`chunk_rows` records) the queries are not copied at all and only the index is, once
-per group of queries.
+*indexed* side. The indexed side is cut into cells (`cut_into_cells`): k-d planes
+chosen on a deterministic sample of it, each record placed in its cell by a Spark
+expression, each cell's exact bounding box from one aggregation. A query is sent only
+to the cells whose box lies within its bound; there a k-d tree over the cell's records
+answers it, and the answers are merged per query. A record of a cell not searched lies
+in that cell's box, farther from the query than the bound, so:
+
+- known radius (local cloaking: the bound is the record's radius with the tie
+  tolerance): every record the ball holds is in a searched cell, and the counts add up;
+- unknown radius (the nearest one or two): a first search in the query's own cell (the
+  one the planes place it in) gives an upper bound on its n-th nearest distance (inf
+  when that cell holds fewer than n records); a second pass searches every other cell
+  within that bound, and the nearest over all searched cells are the nearest overall.
+
+Rows shuffled per search: the indexed side once per pass and each query once per cell
+it visits (`SearchCost.cells_per_query`); a task holds one cell's records and at most
+QUERY_ROWS of its queries, whatever the size of the sides.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from privacy_eval.distance.kernel import as_matrix, cloaking_in_chunk, coordinate_names, nearest
+from privacy_eval.config import DistanceConfig
+from privacy_eval.distance.kernel import (
+    as_matrix,
+    cells_within,
+    cloaking_in_chunk,
+    kd_planes,
+    nearest,
+    tie_tolerance,
+)
 
-P, Q = "__p", "__q"
+CELL, PART = "__cell", "__part"
 ID = "__id"          # the query's identity (its row key)
-OWN = "__own"        # the chunk holding the query's own synthetic record (cloaking)
+OWN = "__own"        # the cell holding the query's own synthetic record (cloaking)
 RADIUS = "__r"
-# Index records per k-d tree. One tree answers a query for about what a tree of a fifth
-# of the records does (the cost is the tree's depth and the ball's boundary), so chunks
-# are as large as a Python worker holds comfortably: 1e7 points of 5 coordinates are
-# 400 MB, about 2 GB with the tree and the group's frame (docs/operations.md).
-CHUNK_ROWS = 10_000_000
+# A query's result row after its first search (nearest neighbours), in CELL: final, or
+# to be merged with the results of other cells.
+DONE, MERGE = -1, -2
+# Records of the indexed side per cell, by default.
+CELL_RECORDS = DistanceConfig.cell_records
+# Queries per task at most: a cell with more queries is searched in several parts.
 QUERY_ROWS = 1_000_000
+# The planes come from a sample of about SAMPLE_PER_CELL records per cell, and of at
+# most SAMPLE_VALUES coordinates (80 MB), held by one Python task.
+SAMPLE_PER_CELL = 128
+SAMPLE_VALUES = 10_000_000
+# At most 2^MAX_DEPTH cells: past it, cells hold more records than asked.
+MAX_DEPTH = 16
+_HASH_RANGE = 2**31
 
 
 @dataclass(frozen=True)
-class Grid:
-    chunks: int   # P
-    groups: int   # Q
+class Cells:
+    """The indexed side's cells: the leaves of a complete k-d tree of `depth` levels.
+    `dims` and `splits` are the planes of its inner nodes in heap order (entry 0 unused;
+    `kernel.kd_planes`). `lo`, `hi` and `counts` describe every node, leaves at
+    2^depth + cell: the exact bounding box of its records on the `axes` (the coordinates
+    the planes cut; empty: lo +inf, hi -inf) and their number. A box on some of the
+    coordinates is nearer to a point than the box on all of them, so routing by it is as
+    exact, and costs the same in any dimension: on the other coordinates every cell
+    spans about the whole range, and would prune next to nothing."""
 
-    @classmethod
-    def sized(cls, n_index: int, n_query: int, tasks: int, chunk_rows: int | None = None) -> Grid:
-        chunks = max(1, math.ceil(n_index / (chunk_rows or CHUNK_ROWS)))
-        groups = max(1, min(max(tasks, math.ceil(n_query / QUERY_ROWS)), max(1, n_query)))
-        return cls(chunks, groups)
+    depth: int
+    dims: tuple[int, ...]
+    splits: tuple[float, ...]
+    axes: tuple[int, ...]
+    lo: np.ndarray  # nodes x axes
+    hi: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def n_cells(self) -> int:
+        return 2**self.depth
+
+    def within(self, points: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(point, cell) pairs: every non-empty cell whose box lies within the point's
+        bound (`kernel.cells_within`); `points` hold every coordinate."""
+        return cells_within(points[:, list(self.axes)], bound, self.lo, self.hi, self.counts, self.depth)
+
+    def of(self, coordinates: Sequence[Column]) -> Column:
+        """The cell of a point (an int column): the planes followed from the root, a
+        point going right when its coordinate is greater than the split value."""
+        if self.depth == 0:
+            return F.lit(0).cast("int")
+        point = F.array(*coordinates)
+        dims = F.array(*(F.lit(d) for d in self.dims))
+        splits = F.array(*(F.lit(v) for v in self.splits))
+
+        def down(node: Column, _: Column) -> Column:
+            return node * 2 + F.when(point[dims[node]] > splits[node], 1).otherwise(0)
+
+        leaf = F.aggregate(F.sequence(F.lit(1), F.lit(self.depth)), F.lit(1), down)
+        return (leaf - self.n_cells).cast("int")
 
 
-# Both sides' group keys must have one type: cogroup does not unify them, and an int
-# and a long of equal value hash to different partitions (the groups would never meet).
-def chunk_of(key: Column, chunks: int) -> Column:
-    return (F.pmod(F.xxhash64(key, F.lit("chunk")), F.lit(chunks)) if chunks > 1 else F.lit(0)).cast("int")
+@dataclass(frozen=True)
+class SearchCost:
+    """What a search cost: the indexed side's cells, and the mean number of cells a
+    query was searched in."""
+
+    cells: int
+    cells_per_query: float
 
 
-def _group_of(key: Column, groups: int) -> Column:
-    return (F.pmod(F.xxhash64(key, F.lit("group")), F.lit(groups)) if groups > 1 else F.lit(0)).cast("int")
+def cut_into_cells(index: DataFrame, names: Sequence[str], n: int, cell_records: int) -> Cells:
+    """The cells of the indexed side (n records, coordinates `names`): 2^depth of them,
+    depth = ceil(log2(n / cell_records)) (at most MAX_DEPTH), each box exact."""
+    depth = 0 if n <= cell_records else min(MAX_DEPTH, math.ceil(math.log2(n / cell_records)))
+    dims, splits = _planes(index, names, n, depth)
+    axes = tuple(sorted({d for d, v in zip(dims[1:], splits[1:]) if math.isfinite(v)}))
+    planes = Cells(depth, dims, splits, axes, np.zeros(0), np.zeros(0), np.zeros(0))
+    rows = index.groupBy(planes.of([F.col(c) for c in names]).alias(CELL)).agg(
+        F.count(F.lit(1)).alias("n"),
+        *(F.min(names[a]).alias(f"lo{a}") for a in axes),
+        *(F.max(names[a]).alias(f"hi{a}") for a in axes),
+    ).collect()
+    nodes, leaves = 2 ** (depth + 1), 2**depth
+    lo, hi = np.full((nodes, len(axes)), np.inf), np.full((nodes, len(axes)), -np.inf)
+    counts = np.zeros(nodes, dtype=np.int64)
+    for row in rows:
+        leaf = leaves + int(row[CELL])
+        counts[leaf] = int(row["n"])
+        lo[leaf] = [float(row[f"lo{a}"]) for a in axes]
+        hi[leaf] = [float(row[f"hi{a}"]) for a in axes]
+    for node in range(leaves - 1, 0, -1):  # a node's box holds its children's
+        lo[node] = np.minimum(lo[2 * node], lo[2 * node + 1])
+        hi[node] = np.maximum(hi[2 * node], hi[2 * node + 1])
+        counts[node] = counts[2 * node] + counts[2 * node + 1]
+    return Cells(depth, dims, splits, axes, lo, hi, counts)
 
 
-def _gridded(
-    index: DataFrame, queries: DataFrame, grid: Grid, k: int, index_chunk: Column, query_cols: list[str],
-    fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
-) -> DataFrame:
-    names = coordinate_names(k)
-    every_group = F.explode(F.sequence(F.lit(0), F.lit(grid.groups - 1)))  # ints, like chunk_of
-    every_chunk = F.explode(F.sequence(F.lit(0), F.lit(grid.chunks - 1)))
-    idx = index.select(index_chunk.alias(P), every_group.alias(Q), *names)
-    qry = queries.select(every_chunk.alias(P), _group_of(F.col(ID), grid.groups).alias(Q), *query_cols, *names)
-    return idx.groupBy(P, Q).cogroup(qry.groupBy(P, Q)).applyInPandas(fn, schema)
+def _planes(index: DataFrame, names: Sequence[str], n: int, depth: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The planes of `depth` levels, from the records whose coordinates hash below a
+    threshold: the same sample under any partitioning and row order. Only the planes
+    (split values: medians of sampled coordinates) reach the driver."""
+    inner = 2**depth
+    if depth == 0:
+        return (0,), (math.inf,)
+    size = min(n, SAMPLE_PER_CELL * inner, max(1, SAMPLE_VALUES // max(1, len(names))))
+    threshold = min(_HASH_RANGE, math.ceil(size / n * _HASH_RANGE))
+    sampled = index.select(*names).filter(F.pmod(F.xxhash64(*names, F.lit("sample")), F.lit(_HASH_RANGE)) < threshold)
+
+    def build(sample: pd.DataFrame) -> pd.DataFrame:
+        dims, splits = kd_planes(as_matrix(sample, names), depth)
+        return pd.DataFrame({"node": np.arange(1, inner), "dim": dims[1:], "split": splits[1:]})
+
+    rows = sampled.groupBy(F.lit(0).alias("g")).applyInPandas(build, "node int, dim int, split double").collect()
+    dims, splits = [0] * inner, [math.inf] * inner  # no sample (it can be empty): one cell in effect
+    for row in rows:
+        dims[row["node"]], splits[row["node"]] = int(row["dim"]), float(row["split"])
+    return tuple(dims), tuple(splits)
 
 
-def nearest_distances(index: DataFrame, queries: DataFrame, k: int, n_nearest: int, grid: Grid) -> DataFrame:
+def nearest_distances(
+    index: DataFrame, queries: DataFrame, names: Sequence[str], n_nearest: int, cells: Cells, tasks: int, m: int
+) -> tuple[DataFrame, SearchCost]:
     """(ID, d1[, d2]) per query: its `n_nearest` (1 or 2) smallest distances to the
-    indexed records (inf when there are fewer). `index` and `queries` hold the
-    coordinates (`__c0`...), `queries` also ID."""
-    names = coordinate_names(k)
+    indexed records (inf when there are fewer), persisted; and what the search cost.
+    `index` and `queries` hold the coordinates `names`, `queries` (m records) also ID."""
     outs = [f"d{j + 1}" for j in range(n_nearest)]
 
-    def search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+    def first_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+        """The nearest in the query's own cell: its result row (CELL = DONE, or MERGE
+        when other cells lie within the n-th nearest distance) and a row per such cell."""
+        points = as_matrix(qry, names)
+        d = nearest(as_matrix(idx, names), points, n_nearest)
+        ids = qry[ID].to_numpy()
+        if not cells.depth:
+            return pd.DataFrame({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}})
+        query, cell = cells.within(points, d[:, -1])
+        other = cell != qry[CELL].to_numpy()[query]
+        query, cell = query[other], cell[other]
+        status = np.full(len(ids), DONE, dtype=np.int32)
+        status[query] = MERGE
+        results = pd.DataFrame({ID: ids, CELL: status, **{o: d[:, j] for j, o in enumerate(outs)}})
+        routes = pd.DataFrame({ID: ids[query], CELL: cell.astype(np.int32), **{c: points[query, j] for j, c in enumerate(names)}})
+        return pd.concat([results, routes], ignore_index=True)
+
+    def later_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         d = nearest(as_matrix(idx, names), as_matrix(qry, names), n_nearest)
         return pd.DataFrame({ID: qry[ID].to_numpy(), **{o: d[:, j] for j, o in enumerate(outs)}})
 
-    schema = f"{ID} {_id_type(queries)}, " + ", ".join(f"{o} double" for o in outs)
-    index_chunk = chunk_of(F.xxhash64(*(F.col(c) for c in names)), grid.chunks)
-    found = _gridded(index, queries, grid, k, index_chunk, [ID], search, schema)
-    if grid.chunks == 1:
-        return found
-    # The nearest over the chunks: the smallest n_nearest of every chunk's candidates.
-    merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
-    return found.groupBy(ID).agg(merged.alias("__all")).select(
-        ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
-    )
+    found = {o: "double" for o in outs}
+    at_home = queries.select(ID, *names, cells.of([F.col(c) for c in names]).alias(CELL))
+    homes = _route_counts(at_home, cells) if cells.depth else np.array([m])
+    carried = [ID, CELL, *names] if cells.depth else [ID]
+    first, _ = _persisted(_searched(index, names, cells, at_home, homes, tasks, first_search,
+                                    _schema(queries, carried, found)))
+    if not cells.depth:
+        return first, SearchCost(1, 1.0)
+    try:
+        routed = first.filter(F.col(CELL) >= 0).select(ID, *names, CELL)
+        routes = _route_counts(routed, cells)
+        later = _searched(index, names, cells, routed, routes, tasks, later_search, _schema(queries, [ID], found))
+        merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
+        to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
+        over_cells = to_merge.groupBy(ID).agg(merged.alias("__all")).select(
+            ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
+        )
+        result, _ = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells))
+    finally:
+        first.unpersist()
+    return result, SearchCost(cells.n_cells, (m + int(routes.sum())) / max(1, m))
 
 
-def cloaking_counts(index: DataFrame, queries: DataFrame, k: int, grid: Grid, cap: int) -> DataFrame:
-    """(ID, hidden, others) per query: whether a synthetic record other than its own is
-    closer than its radius RADIUS (5.2), and how many other synthetic records are closer
-    than or tied with it (LC_i). `index` holds ID and the coordinates; `queries` ID,
-    RADIUS and the coordinates. The own record is tied with the radius by construction
-    (RADIUS is its distance), so the chunk that holds it (OWN) counts one fewer.
+def cloaking_counts(
+    index: DataFrame, queries: DataFrame, names: Sequence[str], cells: Cells, cap: int, tasks: int, n_queries: int
+) -> tuple[DataFrame, SearchCost]:
+    """(ID, hidden, others) per query, persisted, and what the search cost: whether a
+    synthetic record other than its own is closer than its radius RADIUS (5.2), and how
+    many other synthetic records are closer than or tied with it (LC_i). `index` holds
+    the coordinates; `queries` (at most `n_queries` records) ID, RADIUS, OWN (the cell
+    of its own synthetic record) and the coordinates. The own record is tied with the
+    radius by construction (RADIUS is its distance), so its cell counts one fewer.
     `others` is exact up to `cap` and at least `cap` + 1 above it, and exact whenever
     `hidden` is false."""
-    names = coordinate_names(k)
 
     def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         # cap + 1 others, and the own record: a count past the cap is told from one at it.
         closer, either = cloaking_in_chunk(
             as_matrix(idx, names), as_matrix(qry, names), qry[RADIUS].to_numpy(dtype=float), cap + 2
         )
-        own = qry[OWN].to_numpy() == qry[P].to_numpy()
+        own = qry[OWN].to_numpy() == qry[CELL].to_numpy()
         if np.any(own & (either < 1)):  # impossible unless the coordinates changed between passes
             raise RuntimeError("distance: a record's own synthetic record was not found at its own distance")
         return pd.DataFrame({ID: qry[ID].to_numpy(), "hidden": closer, "others": either - own})
 
-    schema = f"{ID} {_id_type(queries)}, hidden boolean, others long"
-    found = _gridded(index, queries, grid, k, chunk_of(F.col(ID), grid.chunks), [ID, RADIUS, OWN], count, schema)
-    if grid.chunks == 1:
-        return found
-    return found.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
+    def route(batch: pd.DataFrame) -> pd.DataFrame:
+        """Every cell within the ball, and the own cell always: its record lies on the
+        ball's boundary, which rounding must not lose."""
+        points = as_matrix(batch, names)
+        r = batch[RADIUS].to_numpy(dtype=float)
+        radii = r + tie_tolerance(r)  # the kernel's ball, to the bit
+        query, cell = cells.within(points, radii)
+        own = batch[OWN].to_numpy()
+        missing = np.setdiff1d(np.arange(len(batch)), query[cell == own[query]])
+        query, cell = np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
+        carried = {c: batch[c].to_numpy()[query] for c in (ID, RADIUS, OWN)}
+        coordinates = {c: points[query, j] for j, c in enumerate(names)}
+        return pd.DataFrame({**carried, **coordinates, CELL: cell.astype(np.int32)})
+
+    schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
+    if cells.depth == 0:
+        routed = queries.withColumn(CELL, F.lit(0).cast("int"))
+        found, _ = _persisted(_searched(index, names, cells, routed, np.array([n_queries]), tasks, count, schema))
+        return found, SearchCost(1, 1.0)
+    routed, _ = _persisted(_mapped(queries, route, _schema(queries, [ID, RADIUS, OWN, *names], {CELL: "int"})))
+    try:
+        routes = _route_counts(routed, cells)
+        found = _searched(index, names, cells, routed, routes, tasks, count, schema)
+        summed = found.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
+        result, n = _persisted(summed)
+    finally:
+        routed.unpersist()
+    return result, SearchCost(cells.n_cells, int(routes.sum()) / max(1, n))
 
 
-def with_own_chunk(queries: DataFrame, grid: Grid) -> DataFrame:
-    return queries.withColumn(OWN, chunk_of(F.col(ID), grid.chunks))
+def _searched(
+    index: DataFrame, names: Sequence[str], cells: Cells, routed: DataFrame, route_counts: np.ndarray, tasks: int,
+    fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
+) -> DataFrame:
+    """`fn(cell's records, its queries)` per cell and part: the queries (CELL = the cell
+    to search) cut into parts of at most QUERY_ROWS, and into enough parts overall to
+    keep `tasks` cores busy; each part meets a copy of its cell's records. Both sides'
+    group keys are ints: cogroup does not unify types, and an int and a long of equal
+    value hash to different partitions (the groups would never meet)."""
+    total = int(route_counts.sum())
+    per_part = max(1, min(QUERY_ROWS, math.ceil(total / max(1, tasks))))
+    parts = F.array(*(F.lit(int(math.ceil(c / per_part))) for c in route_counts))
+    cell = F.col(CELL)
+    placed = index.select(cells.of([F.col(c) for c in names]).alias(CELL), *names).filter(parts[cell] > 0)
+    idx = placed.select(CELL, F.explode(F.sequence(F.lit(0), parts[cell] - 1)).alias(PART), *names)
+    qry = routed.withColumn(PART, F.pmod(F.xxhash64(F.col(ID), F.lit("part")), parts[cell]).cast("int"))
+    return idx.groupBy(CELL, PART).cogroup(qry.groupBy(CELL, PART)).applyInPandas(fn, schema)
 
 
-def _id_type(frame: DataFrame) -> str:
-    return frame.schema[ID].dataType.simpleString()
+def _route_counts(routed: DataFrame, cells: Cells) -> np.ndarray:
+    """Queries per cell (CELL: the cell to search)."""
+    counts = np.zeros(cells.n_cells, dtype=np.int64)
+    for row in routed.groupBy(CELL).count().collect():
+        counts[int(row[CELL])] = int(row["count"])
+    return counts
+
+
+def _mapped(frame: DataFrame, fn: Callable[[pd.DataFrame], pd.DataFrame], schema: str) -> DataFrame:
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            yield fn(batch)
+
+    return frame.mapInPandas(run, schema)
+
+
+def _persisted(frame: DataFrame) -> tuple[DataFrame, int]:
+    """(`frame` cached and computed, its row count); its cache released if that fails."""
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return frame, frame.count()
+    except BaseException:
+        frame.unpersist()
+        raise
+
+
+def _schema(frame: DataFrame, carried: Sequence[str], added: dict[str, str]) -> str:
+    """A DDL schema: the `carried` columns with their types in `frame` (CELL an int,
+    any other name not in `frame` a coordinate: double), then `added`."""
+    types: dict[str, Any] = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    types.setdefault(CELL, "int")
+    return ", ".join([f"{c} {types.get(c, 'double')}" for c in carried] + [f"{c} {t}" for c, t in added.items()])

@@ -67,6 +67,7 @@ def _compute(shared: Shared, config: DistanceConfig) -> DistanceResult:
     return distance_metrics(
         inputs.original, inputs.synthetic, KEY, distance_columns(inputs, config), inputs.numeric, list(chosen),
         components=config.components, cap=cloaking.cap if cloaking is not None else 1000, holdout=inputs.holdout,
+        cell_records=config.cell_records, max_core_hours=config.max_core_hours,
     )
 
 
@@ -77,10 +78,21 @@ def _rows(shared: Shared, config: DistanceConfig, result: DistanceResult) -> lis
     for message in result.warnings:
         shared.note(message)
     for name, sub in chosen.items():
-        details: dict[str, Any] = {"space": space, "warnings": list(result.warnings)} if result.warnings else {"space": space}
+        details: dict[str, Any] = {"space": space, **_search_cost(name, result)}
+        if result.warnings:
+            details["warnings"] = list(result.warnings)
         row = _row(name, sub.target, result, details, shared)
         rows.append(shared.with_alignment(row) if name in (HIDDEN_RATE, LOCAL_CLOAKING) else row)
     return rows
+
+
+# The search behind each row: the holdout share's own is the one against the holdout.
+_SEARCH = {HIDDEN_RATE: "cloaking", LOCAL_CLOAKING: "cloaking", DCR: "closest", NNDR: "closest", HOLDOUT: "holdout"}
+
+
+def _search_cost(name: str, result: DistanceResult) -> dict[str, Any]:
+    cost = result.costs.get(_SEARCH[name])
+    return {"cells": cost.cells, "cells_per_query": cost.cells_per_query} if cost is not None else {}
 
 
 def _row(name: str, target: float | None, result: DistanceResult, details: dict, shared: Shared) -> MetricRow:

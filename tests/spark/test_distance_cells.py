@@ -1,0 +1,102 @@
+"""The distance searches in cells of space against brute force (every pair scored), with
+cells forced tiny: points on the split planes, ties at the radius across cells,
+duplicates, empty cells, one cell holding every record; and the distance metrics with
+cells against the brute-force oracle of the figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from privacy_eval.distance import distance_metrics
+from privacy_eval.distance.kernel import TIE
+from privacy_eval.distance.search import ID, OWN, RADIUS, cloaking_counts, cut_into_cells, nearest_distances
+from privacy_eval.inputs import KEY, prepare_inputs
+from tests.spark.test_distance import ALL, CLOSE, _assert_agrees, _figures
+from tests.support.distance_oracle import distance_reference, tie_fixture
+
+NAMES = ["__c0", "__c1", "__c2"]
+
+
+def lattice(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Points of a small integer lattice: many on every split plane, many exact ties."""
+    return rng.integers(0, 4, size=(n, len(NAMES))).astype(float)
+
+
+def frame(spark, points: np.ndarray, **columns):
+    data = pd.DataFrame(points, columns=NAMES).assign(**columns)
+    return spark.createDataFrame(data).repartition(3)
+
+
+def brute_distances(queries: np.ndarray, index: np.ndarray) -> np.ndarray:
+    return np.sqrt(((queries[:, None, :] - index[None, :, :]) ** 2).sum(axis=2))
+
+
+INDEXES = {
+    "lattice": lambda rng: lattice(rng, 120),
+    # one point copied more often than a cell holds: its copies share one cell
+    "duplicated": lambda rng: np.vstack([lattice(rng, 40), np.full((30, 3), 2.0)]),
+    "one point": lambda rng: np.ones((25, 3)),
+    "one record": lambda rng: np.ones((1, 3)),
+}
+
+
+@pytest.mark.parametrize("cell_records", [1, 7])
+@pytest.mark.parametrize("case", sorted(INDEXES))
+def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records):
+    rng = np.random.default_rng(len(case) + cell_records)
+    index = INDEXES[case](rng)
+    queries = np.vstack([lattice(rng, 50), rng.normal(1.5, 1.5, size=(20, 3))])
+    cells = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records)
+    found, cost = nearest_distances(frame(spark, index), frame(spark, queries, **{ID: np.arange(len(queries))}), NAMES,
+                                    2, cells, 2, len(queries))
+    got = found.toPandas().sort_values(ID)
+    want = np.sort(brute_distances(queries, index), axis=1)
+    want = np.hstack([want, np.full((len(queries), 2), np.inf)])[:, :2]
+    assert np.allclose(got[["d1", "d2"]].to_numpy(), want, rtol=CLOSE, atol=CLOSE)
+    assert len(got) == len(queries) and cost.cells == cells.n_cells and cost.cells_per_query >= 1
+    if case == "one point":  # every record in one cell, the others empty
+        assert cells.n_cells > 1 and (cells.counts[cells.n_cells:] > 0).sum() == 1
+    if case == "lattice" and cell_records < 10:
+        assert (cells.counts[cells.n_cells:] == 0).any() or cost.cells_per_query > 1
+
+
+@pytest.mark.parametrize("cell_records", [1, 3])
+@pytest.mark.parametrize("case", ["lattice", "duplicated", "one point"])
+def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records):
+    rng = np.random.default_rng(7 * len(case) + cell_records)
+    index = INDEXES[case](rng)
+    queries = np.vstack([lattice(rng, 60), rng.normal(1.5, 1.0, size=(20, 3))])
+    own = rng.integers(0, len(index), len(queries))
+    radius = np.sqrt(((queries - index[own]) ** 2).sum(axis=1))
+    cells = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records)
+    owns = {f"own{c}": index[own, j] for j, c in enumerate(NAMES)}
+    placed = frame(spark, queries, **{ID: np.arange(len(queries)), RADIUS: radius}, **owns)
+    placed = placed.withColumn(OWN, cells.of([F.col(f"own{c}") for c in NAMES])).drop(*owns)
+    cap = 5
+    counts, cost = cloaking_counts(frame(spark, index), placed, NAMES, cells, cap, 2, len(queries))
+    got = counts.toPandas().sort_values(ID)
+    d = brute_distances(queries, index)
+    tau = TIE * np.maximum(1.0, radius)[:, None]
+    hidden = (d < radius[:, None] - tau).any(axis=1)
+    others = (d <= radius[:, None] + tau).sum(axis=1) - 1
+    assert (got["hidden"].to_numpy() == hidden).all()
+    assert (np.minimum(got["others"], cap + 1) == np.minimum(others, cap + 1)).all()
+    assert (got["others"].to_numpy()[~hidden] == others[~hidden]).all()  # the hit needs the exact tie count
+    assert (others > 1).any() and (~hidden).any()  # ties at the radius are there
+    if cell_records == 1 and case == "lattice":
+        assert cost.cells_per_query > 1  # balls reach across cells
+
+
+@pytest.mark.parametrize(("components", "cell_records"), [("all", 2), (3, 5)])
+def test_ties_fixture_with_tiny_cells_matches_brute_force(spark, components, cell_records):
+    original, synthetic, holdout = tie_fixture()
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, synthetic, columns=columns, components=components, holdout=holdout, key="id")
+    inputs = prepare_inputs(spark.createDataFrame(original), spark.createDataFrame(synthetic), row_key="id")
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, list(ALL),
+                              components=components, holdout=spark.createDataFrame(holdout), cell_records=cell_records)
+    _assert_agrees(_figures(result), expected, len(synthetic))
+    assert {name: cost.cells > 1 for name, cost in result.costs.items()} == {"closest": True, "holdout": True, "cloaking": True}

@@ -1,0 +1,96 @@
+"""The cells of the distance search, without Spark: the k-d planes (balance, duplicates,
+order) and the routing of queries to cells, against a brute-force scan of every box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privacy_eval.distance.kernel import ROUTE_SLACK, cells_within, kd_planes
+
+
+def leaves_of(points: np.ndarray, dims: np.ndarray, splits: np.ndarray, depth: int) -> np.ndarray:
+    """Each point's leaf, following the planes one point at a time (the rule the Spark
+    expression applies: right when the coordinate is greater than the split value)."""
+    out = []
+    for p in points:
+        node = 1
+        for _ in range(depth):
+            node = 2 * node + int(p[dims[node]] > splits[node])
+        out.append(node - 2**depth)
+    return np.array(out)
+
+
+def boxes(points: np.ndarray, leaves: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every heap node's box and count, from the points placed in the leaves."""
+    nodes, k = 2 ** (depth + 1), points.shape[1]
+    lo, hi, counts = np.full((nodes, k), np.inf), np.full((nodes, k), -np.inf), np.zeros(nodes, dtype=np.int64)
+    for leaf in range(2**depth):
+        mine = points[leaves == leaf]
+        node = 2**depth + leaf
+        while node >= 1:
+            if len(mine):
+                lo[node] = np.minimum(lo[node], mine.min(axis=0))
+                hi[node] = np.maximum(hi[node], mine.max(axis=0))
+            counts[node] += len(mine)
+            node //= 2
+    return lo, hi, counts
+
+
+def test_planes_cut_spread_out_points_into_cells_of_equal_size():
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(4096, 3)) * [1.0, 10.0, 0.1]
+    dims, splits = kd_planes(points, 4)
+    sizes = np.bincount(leaves_of(points, dims, splits, 4), minlength=16)
+    assert sizes.min() >= 255 and sizes.max() <= 257  # lower medians: halves within one point
+    assert dims[1] == 1  # the first plane cuts the widest coordinate
+
+
+def test_planes_depend_on_the_points_not_their_order():
+    rng = np.random.default_rng(4)
+    points = rng.integers(0, 5, size=(300, 2)).astype(float)
+    a = kd_planes(points, 5)
+    b = kd_planes(points[rng.permutation(len(points))], 5)
+    assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+
+
+def test_duplicates_stay_together_and_a_median_at_the_top_still_splits():
+    points = np.array([[5.0, 0.0]] * 9 + [[6.0, 0.0]])  # the lower median is 5, the largest value 6
+    dims, splits = kd_planes(points, 1)
+    assert splits[1] == 5.0
+    assert np.bincount(leaves_of(points, dims, splits, 1)).tolist() == [9, 1]
+    top_heavy = np.array([[1.0]] + [[6.0]] * 9)  # the lower median is the largest value
+    dims, splits = kd_planes(top_heavy, 1)
+    assert splits[1] == 1.0 and np.bincount(leaves_of(top_heavy, dims, splits, 1)).tolist() == [1, 9]
+
+
+def test_coinciding_points_make_one_cell_and_empty_ones():
+    points = np.ones((50, 3))
+    dims, splits = kd_planes(points, 3)
+    assert np.isinf(splits[1:]).all()
+    assert (leaves_of(points, dims, splits, 3) == 0).all()
+    assert kd_planes(np.zeros((0, 2)), 2)[1][1:].tolist() == [np.inf] * 3  # no points at all
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3, 6])
+def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth):
+    rng = np.random.default_rng(depth)
+    points = rng.integers(0, 6, size=(400, 3)).astype(float)  # a lattice: queries on planes, boxes touching
+    dims, splits = kd_planes(points[::3], depth)  # planes from a sample, as the job draws them
+    leaves = leaves_of(points, dims, splits, depth)
+    lo, hi, counts = boxes(points, leaves, depth)
+    queries = np.vstack([rng.integers(0, 6, size=(60, 3)).astype(float), rng.normal(2.5, 2.0, size=(60, 3))])
+    bound = np.concatenate([rng.choice([0.0, 1.0, np.sqrt(2.0), 2.5], 100), np.full(20, np.inf)])
+    query, cell = cells_within(queries, bound, lo, hi, counts, depth)
+    got = set(zip(query.tolist(), cell.tolist()))
+    leaf = 2**depth + np.arange(2**depth)
+    gap = np.maximum(np.maximum(lo[leaf][None] - queries[:, None], queries[:, None] - hi[leaf][None]), 0.0)
+    distance = np.sqrt((gap**2).sum(axis=2))
+    want = {(q, c) for q in range(len(queries)) for c in range(2**depth)
+            if counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
+    assert got == want
+    assert depth == 0 or len(want) > len(queries)  # some queries reach several cells
+    # Every point within a query's bound lies in a cell it is routed to.
+    for q in range(len(queries)):
+        near = np.sqrt(((points - queries[q]) ** 2).sum(axis=1)) <= bound[q]
+        assert set(leaves[near].tolist()) <= {c for qq, c in got if qq == q}
