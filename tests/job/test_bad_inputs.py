@@ -282,6 +282,26 @@ def test_there_are_enough_distinct_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_bad_input_exits_2_with_one_error_line(spark, seeded, case: Case):
+    refused(spark, seeded, case)
+
+
+def test_a_search_in_a_space_too_wide_for_a_tree_is_refused_before_it_starts(spark, seeded):
+    """`components: all` over a categorical of 1,000 values on 200,000 records per side:
+    1,001 coordinates, where a k-d tree scores every pair (hundreds of core-hours)."""
+    rows = 200_000
+    frame = pd.DataFrame({"id": range(rows), "code": [f"c{i % 1000}" for i in range(rows)],
+                          "x": [float(i % 97) for i in range(rows)]})
+    case = Case("distance_1001_coordinates", ("1001 coordinates", "200,000 original", "core-hours",
+                                              "'metrics.distance.max_core_hours' (24)", "'metrics.distance.components'"),
+                {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"},
+                 "metrics": only("distance", components="all", columns=["code", "x"])},
+                {"o.csv": to_csv(frame), "s.csv": to_csv(frame)}, within=90)
+    refused(spark, seeded, case)
+
+
+def refused(spark, seeded, case: Case) -> None:
+    """Run `case`: exit 2, one error line saying what the case says, nothing written or
+    left cached."""
     warehouse = seeded["warehouse"]
     case_dir = seeded["root"] / case.name
     config = write_case(case_dir, merged(small_config(seeded, DATABASE), case.config),

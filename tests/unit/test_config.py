@@ -624,16 +624,24 @@ def test_cell_records_mistakes_name_the_key(tmp_path, text, message):
         load_config(distance_yaml(tmp_path, f"cell_records: {text}\n"))
 
 
-def test_cell_records_changes_no_figure_and_so_not_the_hash_at_its_default(tmp_path):
+@pytest.mark.parametrize("key, value", [("cell_records", 1000), ("max_core_hours", 2.5)])
+def test_what_a_run_may_cost_is_in_the_hash_only_when_set(tmp_path, key, value):
     default = load_config(write(tmp_path, MINIMAL + "  distance:\n"))
-    assert "cell_records" not in default.to_dict()["metrics"]["distance"]
-    smaller = load_config(write(tmp_path, MINIMAL + "  distance: {cell_records: 1000}\n"))
-    assert smaller.to_dict()["metrics"]["distance"]["cell_records"] == 1000 and smaller.sha256() != default.sha256()
+    assert key not in default.to_dict()["metrics"]["distance"]
+    changed = load_config(write(tmp_path, MINIMAL + f"  distance: {{{key}: {value}}}\n"))
+    assert changed.to_dict()["metrics"]["distance"][key] == value and changed.sha256() != default.sha256()
+
+
+@pytest.mark.parametrize("text", ["0", "-1", ".inf", "many", "[1]"])
+def test_max_core_hours_mistakes_name_the_key(tmp_path, text):
+    with pytest.raises(ConfigError, match="^key 'metrics.distance.max_core_hours' must be a"):
+        load_config(distance_yaml(tmp_path, f"max_core_hours: {text}\n"))
 
 
 def test_every_distance_key_is_documented():
     text = (ROOT / "docs" / "interface.md").read_text(encoding="utf-8")
-    keys = ["holdout", "metrics.distance.columns", "metrics.distance.components", "metrics.distance.cell_records"]
+    keys = ["holdout", "metrics.distance.columns", "metrics.distance.components", "metrics.distance.cell_records",
+            "metrics.distance.max_core_hours"]
     for sub in DISTANCE_SUB_METRICS:
         sub_config = typing.get_type_hints(DistanceConfig)[sub].__args__[0]
         keys += [f"metrics.distance.{sub}.{f.name}" for f in dataclasses.fields(sub_config)]

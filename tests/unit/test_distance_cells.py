@@ -1,5 +1,6 @@
 """The cells of the distance search, without Spark: the k-d planes (balance, duplicates,
-order) and the routing of queries to cells, against a brute-force scan of every box."""
+order) and the routing of queries to cells, against a brute-force scan of every box;
+and the estimate that refuses a search in a space too wide for a k-d tree."""
 
 from __future__ import annotations
 
@@ -94,3 +95,19 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth):
     for q in range(len(queries)):
         near = np.sqrt(((points - queries[q]) ** 2).sum(axis=1)) <= bound[q]
         assert set(leaves[near].tolist()) <= {c for qq, c in got if qq == q}
+
+
+def test_a_space_too_wide_to_search_is_estimated_warned_about_and_refused():
+    from privacy_eval.distance.metrics import PAIR_COORDINATE_SECONDS, WIDE_SPACE, _scored_pairs, _wide_space_warnings
+    from privacy_eval.errors import InputError
+
+    every = ("hidden_rate", "distance_to_closest_record", "holdout_distance_share")
+    assert _scored_pairs(every, 10, 20, 5) == 10 * 20 + 20 * 5 + 10 * 20
+    assert _scored_pairs(("local_cloaking",), 10, 20, 5) == 200
+    assert _wide_space_warnings(WIDE_SPACE - 1, 10**15, 10**7, 10**8, 1.0) == ()  # a tree still prunes
+    pairs = int(3600 / PAIR_COORDINATE_SECONDS / 1001 * 2)  # two core-hours in 1,001 coordinates
+    (warning,) = _wide_space_warnings(1001, pairs, 200_000, 200_000, 24.0)
+    assert "1001 coordinates" in warning and "2.0 core-hours" in warning and "200,000" in warning
+    assert _wide_space_warnings(1001, 1000, 10, 100, 24.0) == ()  # under a core-minute: no word
+    with pytest.raises(InputError, match=r"2\.0 core-hours, more than 'metrics.distance.max_core_hours' \(1\)"):
+        _wide_space_warnings(1001, pairs, 200_000, 200_000, 1.0)

@@ -3,6 +3,7 @@ projections (docs/metrics.md, "Distance-based metrics")."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from privacy_eval.distance.search import (
 )
 from privacy_eval.distance.space import EIGEN_TIE, IMPUTED, Space, fit_space, project
 from privacy_eval.errors import InputError
+
+log = logging.getLogger(__name__)
 
 CLOAKING = ("hidden_rate", "local_cloaking")
 CLOSEST = ("distance_to_closest_record", "nearest_neighbour_distance_ratio")
@@ -91,6 +94,8 @@ def distance_metrics(
     numeric = [c for c in columns if c in numeric]
     space = fit_space(original, columns, numeric, components)
     k = space.components
+    # Before the projection, which costs 8 bytes a coordinate.
+    warnings = _wide_space_check(original, synthetic, holdout, chosen, k, max_core_hours) if k >= WIDE_SPACE else ()
     names = coordinate_names(k)
     tasks = original.sparkSession.sparkContext.defaultParallelism
 
@@ -106,8 +111,6 @@ def distance_metrics(
         n, m = sizes["original"][0], sizes["synthetic"][0]
         if h is not None and sizes["holdout"][0] == 0:
             raise InputError(EMPTY_HOLDOUT)
-        pairs = _scored_pairs(chosen, n, m, sizes["holdout"][0] if h is not None else 0)
-        warnings = _wide_space_warnings(k, pairs, n, m, max_core_hours)
         result: dict[str, Any] = {}
         costs: dict[str, SearchCost] = {}
         if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
@@ -143,10 +146,25 @@ def distance_metrics(
     )
 
 
+def _wide_space_check(
+    original: DataFrame, synthetic: DataFrame, holdout: DataFrame | None, chosen: Collection[str], k: int,
+    max_core_hours: float,
+) -> tuple[str, ...]:
+    """`_wide_space_warnings` for the sides' sizes, each warning also logged at once:
+    the user is waiting for the searches, not only for their figures."""
+    n, m = original.count(), synthetic.count()
+    n_h = holdout.count() if holdout is not None and HOLDOUT in chosen else 0
+    warnings = _wide_space_warnings(k, _scored_pairs(chosen, n, m, n_h), n, m, max_core_hours)
+    for message in warnings:
+        log.info("%s; searching", message)
+    return warnings
+
+
 def _scored_pairs(chosen: Collection[str], n: int, m: int, n_holdout: int) -> int:
     """Record pairs the searches would score if they pruned nothing."""
     closest = n * m if any(c in chosen for c in (*CLOSEST, HOLDOUT)) else 0
-    return closest + m * n_holdout + (n * m if any(c in chosen for c in CLOAKING) else 0)
+    holdout = m * n_holdout if HOLDOUT in chosen else 0
+    return closest + holdout + (n * m if any(c in chosen for c in CLOAKING) else 0)
 
 
 def _wide_space_warnings(k: int, pairs: int, n: int, m: int, max_core_hours: float) -> tuple[str, ...]:
