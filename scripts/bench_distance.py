@@ -252,7 +252,8 @@ def main_distance(args, peak_memory, timed) -> int:
           "| hidden rate (%) | local cloaking | capped | DCR | NNDR |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, f, seconds, inner in runs:
-        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {inner / base_s:.2f}x "
+        ratio = f"{inner / base_s:.2f}x" if math.isfinite(base_s) else "—"
+        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {ratio} "
               f"| {f['closest_cells']} / {f['cloaking_cells']} "
               f"| {f['closest_cells_per_query']:.2f} / {f['cloaking_cells_per_query']:.2f} | {f['hidden_rate']:.4f} "
               f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")

@@ -88,6 +88,12 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
     assert (others > 1).any() and (~hidden).any()  # ties at the radius are there
     if cell_records == 1 and case == "lattice":
         assert cost.cells_per_query > 1  # balls reach across cells
+        # ... and some query has records tied with its radius in two cells or more
+        numbered = frame(spark, index, position=np.arange(len(index)))
+        leaf = numbered.select("position", cells.of([F.col(c) for c in NAMES]).alias("cell")).toPandas()
+        cell_of_record = leaf.sort_values("position")["cell"].to_numpy()
+        tied = np.abs(d - radius[:, None]) <= tau
+        assert max(len(set(cell_of_record[row])) for row in tied) > 1
 
 
 @pytest.mark.parametrize(("components", "cell_records"), [("all", 2), (3, 5)])
