@@ -30,8 +30,6 @@ import math
 import os
 import platform
 import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +39,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from measure import PeakMemory, timed  # noqa: E402
 
 from tests.support import datagen, reference  # noqa: E402
 
@@ -80,12 +80,6 @@ def generate(rows: int, seed: int, folder: Path) -> tuple[Path, Path]:
 def parquet_glob(path: Path) -> str:
     """What DuckDB's read_parquet needs for a file or a folder of parts."""
     return str(path / "*.parquet") if path.is_dir() else str(path)
-
-
-def timed(fn):
-    started = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - started
 
 
 def run_pandas(original_path: Path, synthetic_path: Path) -> tuple[dict, float]:
@@ -274,51 +268,6 @@ LINK_TARGETS = ["age", "income", "score"]
 LINK_BLOCKING = ["city", "sex", "visits"]
 
 
-class PeakMemory:
-    """Samples the resident memory of this process's descendants (the JVM and its
-    Python workers) from /proc every 0.2 s: the local-mode stand-in for executor memory."""
-
-    def __init__(self) -> None:
-        self.jvm = self.worker = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            parents, rss, names = {}, {}, {}
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    with open(f"/proc/{entry}/comm") as f:
-                        names[int(entry)] = f.read().strip()
-                except OSError:
-                    continue
-                parents[int(entry)] = int(fields[1])
-                rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-            me = os.getpid()
-            for pid in rss:
-                ancestor, depth = parents.get(pid), 0
-                while ancestor not in (None, 0, 1, me) and depth < 10:
-                    ancestor, depth = parents.get(ancestor), depth + 1
-                if ancestor != me or pid == me:
-                    continue
-                if names.get(pid) == "java":
-                    self.jvm = max(self.jvm, rss[pid])
-                elif names.get(pid, "").startswith("python"):
-                    self.worker = max(self.worker, rss[pid])
-
-
 def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, float]:
     """Single-process reference: same analytic success rate, blocks by pandas groupby."""
     from privacy_eval.linkage import kernel as lk
@@ -457,7 +406,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT / "scripts"))
         import bench_distance
 
-        return bench_distance.main_distance(args, PeakMemory, timed)
+        return bench_distance.main_distance(args)
     (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data)))
     print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
     if args.linkage:

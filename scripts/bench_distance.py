@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from measure import PeakMemory, cpu_seconds, timed
 
 NUMERIC = ["x1", "x2", "x3", "x4"]
 CATEGORICAL = ["group"]
@@ -87,7 +88,7 @@ def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[P
     return paths
 
 
-def run_numpy(original_path: Path, synthetic_path: Path, timed) -> tuple[dict, float, dict]:
+def run_numpy(original_path: Path, synthetic_path: Path) -> tuple[dict, float, dict]:
     from tests.support.distance_fast import distance_fast
 
     steps: dict[str, float] = {}
@@ -110,20 +111,21 @@ def _inputs(spark, original_path: Path, synthetic_path: Path):
 
 def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: int | None = None) -> tuple[dict, float, float]:
     """(figures, seconds end to end, seconds of `distance_metrics` alone), with cells of
-    `cell_records` records (default: the job's)."""
+    `cell_records` records (default: the job's). The figures include `cpu_seconds`, the
+    CPU time of `distance_metrics` in every process (driver, JVM, Python workers)."""
     from privacy_eval.distance import distance_metrics
     from privacy_eval.distance.search import CELL_RECORDS
     from privacy_eval.inputs import KEY
 
     started = time.perf_counter()
     inputs = _inputs(spark, original_path, synthetic_path)
-    metrics_started = time.perf_counter()
+    metrics_started, cpu_started = time.perf_counter(), cpu_seconds()
     try:
         r = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, CHOSEN,
                              components=COMPONENTS, cap=CAP, cell_records=cell_records or CELL_RECORDS)
     finally:
         inputs.unpersist()
-    ended = time.perf_counter()
+    ended, cpu = time.perf_counter(), cpu_seconds() - cpu_started
     cl, near = r.cloaking, r.closest
     figures = {
         "width": r.space.width, "components": r.space.components, "variance_kept": r.space.variance_kept,
@@ -135,7 +137,7 @@ def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: in
         "dcr_p05": near.p05, "nndr": near.nndr, "nndr_below_half_share": near.below_half_share,
     }
     costs = {f"{name}_{part}": getattr(cost, part) for name, cost in r.costs.items() for part in ("cells", "cells_per_query")}
-    return {**figures, **costs}, ended - started, ended - metrics_started
+    return {**figures, **costs, "cpu_seconds": cpu}, ended - started, ended - metrics_started
 
 
 def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tuple[str, float]]:
@@ -193,7 +195,7 @@ def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
     """(names that differ, largest relative difference of a float figure)."""
     differing, worst = [], 0.0
     for name, value in spark_figures.items():
-        if name.endswith(("_cells", "_cells_per_query")):  # what a run cost, not a figure
+        if name.endswith(("_cells", "_cells_per_query", "cpu_seconds")):  # what a run cost, not a figure
             continue
         expected = reference[name]
         if isinstance(expected, float) and value is not None:
@@ -206,7 +208,7 @@ def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
     return differing, worst
 
 
-def main_distance(args, peak_memory, timed) -> int:
+def main_distance(args) -> int:
     from privacy_eval.session import build_session
 
     (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data), args.redraw))
@@ -224,11 +226,11 @@ def main_distance(args, peak_memory, timed) -> int:
         for turn in range(1, args.runs + 1):
             runs.append((f"Spark, one cell, run {turn}", *run_spark(spark, original_path, synthetic_path,
                                                                     cell_records=args.rows)))
-            with peak_memory() as memory:
+            with PeakMemory() as memory:
                 runs.append((f"Spark, cells of {args.cell_records:,}, run {turn}",
                              *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
     else:
-        with peak_memory() as memory:
+        with PeakMemory() as memory:
             runs.append(("Spark (privacy_eval)", *run_spark(spark, original_path, synthetic_path)))
         if not args.no_repeat:
             runs.append(("Spark, the same run repeated in the session",
@@ -238,7 +240,7 @@ def main_distance(args, peak_memory, timed) -> int:
     if args.no_reference:
         reference, numpy_s, numpy_steps = runs[0][1], math.nan, {}
     else:
-        reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path, timed)
+        reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path)
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
@@ -248,22 +250,25 @@ def main_distance(args, peak_memory, timed) -> int:
         base_s = one_cell_s = statistics.median(inner for name, _, _, inner in runs if "one cell" in name)
         base_name = "the one-cell median"
     print("| distance metrics (5 components, cap 1,000) | records per side | wall time (s) | of which distance_metrics (s) "
-          f"| vs {base_name} | cells (original / synthetic) | cells per query (DCR / cloaking) "
+          f"| vs {base_name} | its CPU time (s) | cells (original / synthetic) | cells per query (DCR / cloaking) "
           "| hidden rate (%) | local cloaking | capped | DCR | NNDR |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, f, seconds, inner in runs:
         ratio = f"{inner / base_s:.2f}x" if math.isfinite(base_s) else "—"
-        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {ratio} "
+        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {ratio} | {f['cpu_seconds']:.0f} "
               f"| {f['closest_cells']} / {f['cloaking_cells']} "
               f"| {f['closest_cells_per_query']:.2f} / {f['cloaking_cells_per_query']:.2f} | {f['hidden_rate']:.4f} "
               f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")
     if args.cell_records:
         cells_s = statistics.median(inner for name, _, _, inner in runs if "one cell" not in name)
+        cpu = {kind: statistics.median(f["cpu_seconds"] for name, f, _, _ in runs if ("one cell" in name) == one)
+               for kind, one in (("one", True), ("cells", False))}
         print(f"\nmedians of `distance_metrics` over {args.runs} alternated runs: one cell {one_cell_s:.1f} s, cells of "
-              f"{args.cell_records:,} {cells_s:.1f} s: **{cells_s / one_cell_s:.2f}x**")
+              f"{args.cell_records:,} {cells_s:.1f} s: **{cells_s / one_cell_s:.2f}x**; CPU time {cpu['one']:.0f} s "
+              f"and {cpu['cells']:.0f} s: {cpu['cells'] / cpu['one']:.2f}x")
     r = reference
     if not args.no_reference:
-        print(f"| numpy + cKDTree, one process (tests/support/distance_fast.py) | {args.rows:,} | {numpy_s:.1f} | | | | "
+        print(f"| numpy + cKDTree, one process (tests/support/distance_fast.py) | {args.rows:,} | {numpy_s:.1f} | | | | | "
               f"| {r['hidden_rate']:.4f} | {r['local_cloaking']:g} | {r['capped']:,} | {r['dcr']:.6g} | {r['nndr']:.6g} |")
         print(f"\nnumpy steps (s): read Parquet {numpy_s - sum(numpy_steps.values()):.1f}, "
               + ", ".join(f"{k} {v:.1f}" for k, v in numpy_steps.items()))

@@ -1,0 +1,82 @@
+"""What a benchmark measures of a run besides its result: wall time, peak resident
+memory and CPU time of this process and its descendants (in local mode: the JVM, which
+is driver and executor, and its Python workers), read from /proc. Shared by the bench
+scripts."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+
+def timed(fn):
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started
+
+
+class PeakMemory:
+    """Samples the resident memory of this process's descendants (the JVM and its
+    Python workers) from /proc every 0.2 s: the local-mode stand-in for executor memory."""
+
+    def __init__(self) -> None:
+        self.jvm = self.worker = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            for name, fields in descendants().values():
+                rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+                if name == "java":
+                    self.jvm = max(self.jvm, rss)
+                elif name.startswith("python"):
+                    self.worker = max(self.worker, rss)
+
+
+def descendants(me: int | None = None) -> dict[int, tuple[str, list[str]]]:
+    """pid -> (command name, /proc/pid/stat fields after the name) of every live
+    descendant of this process (the JVM and its Python workers in local mode)."""
+    me = me or os.getpid()
+    found: dict[int, tuple[str, list[str]]] = {}
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as f:
+                found[int(entry)] = (f.read().strip(), fields)
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+    mine = {}
+    for pid, value in found.items():
+        ancestor, depth = parents.get(pid), 0
+        while ancestor not in (None, 0, 1, me) and depth < 10:
+            ancestor, depth = parents.get(ancestor), depth + 1
+        if ancestor == me and pid != me:
+            mine[pid] = value
+    return mine
+
+
+def cpu_seconds() -> float:
+    """CPU time used so far by this process and its descendants, live or reaped (a
+    reaped process's time is in its parent's): a cost that other load on the machine
+    inflates far less than wall time."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    total = own.user + own.system + own.children_user + own.children_system
+    for _, fields in descendants().values():  # utime, stime, cutime, cstime
+        total += sum(int(v) for v in fields[11:15]) / ticks
+    return total
