@@ -67,8 +67,9 @@ COLUMN_PROTECTION_SCHEMA = T.StructType([
 ])
 
 
-# Statuses whose value cannot be checked against a target (value withheld, or 0 by construction).
-UNVERIFIABLE = ("misaligned", "not_measurable")
+# The one status with a measurable value; every other (undefined, not_measurable, misaligned)
+# has none, so a target on it cannot be checked.
+MEASURED = "ok"
 
 # Units whose figure is a protection (higher is safer): they pass at value >= target. Every
 # other unit (`fraction`, a success or closeness rate) passes at value <= target.
@@ -102,7 +103,7 @@ class MetricRow:
         """Protections (units percent, records, distance, ratio) pass at value >= target;
         rates (fraction) at value <= target; holdout_distance_share when its excess over
         `details["expected"]` is at most the target."""
-        if self.target is None or self.value is None or self.status != "ok":
+        if self.target is None or self.value is None or self.status != MEASURED:
             return None
         if self.metric == HOLDOUT_DISTANCE_SHARE:
             # value <= expected + target, i.e. value - expected <= target (in this form a
@@ -129,10 +130,11 @@ class MetricRow:
     @property
     def fails_gate(self) -> bool:
         """Whether --fail-on-target stops the release: a missed target, or a target that
-        could not be checked because the figure is not a measurement (a release that is
-        not row-aligned, a linkage whose true pairs were all blocked away). A gate that
-        let those pass would fail open, towards "looks safe"."""
-        return self.passed is False or (self.target is not None and self.status in UNVERIFIABLE)
+        could not be checked because there is no measurement (a release that is not
+        row-aligned, a linkage whose true pairs were all blocked away, an NNDR without a
+        second original). A gate that let those pass would fail open, towards "looks
+        safe": every status but MEASURED fails it, also one added later."""
+        return self.passed is False or (self.target is not None and self.status != MEASURED)
 
 
 @dataclass(frozen=True)

@@ -409,6 +409,24 @@ def test_one_row_tables(spark, seeded):
     assert kpr["value"] == 0.0 and kpr["numerator"] == 1
 
 
+def test_fail_on_target_stops_an_undefined_figure(spark, seeded):
+    """The NNDR of a one-row original does not exist (no second-nearest original): with a
+    target, --fail-on-target must fail the gate (exit 3) as on any other status without a
+    measurable value, write nothing, and name the metric with its status."""
+    one = {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"},
+           "metrics": only("distance", nearest_neighbour_distance_ratio={"target": 0.5},
+                           distance_to_closest_record={})}
+    path = write_case(seeded["root"] / "undefined_gate", merged(small_config(seeded, DATABASE), one),
+                      {"o.csv": to_csv(O.iloc[:1]), "s.csv": to_csv(S.iloc[:1])})
+    before = tree_digest(seeded["warehouse"])
+    code, output = run_in_process(spark, ["--config", str(path), "--run-id", "undefined_gate", "--fail-on-target"])
+    assert code == 3, output[-5000:]
+    (line,) = error_lines(output)
+    assert "nearest_neighbour_distance_ratio (undefined)" in line and "distance_to_closest_record" not in line
+    assert "UNDEFINED" in output
+    assert tree_digest(seeded["warehouse"]) == before
+
+
 def test_run_id_escaping_matches_spark(spark):
     """The job checks a run id's folder name before Spark starts, with its own copy of
     Spark's escaping: it must agree with Spark's, character for character."""
