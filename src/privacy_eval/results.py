@@ -236,6 +236,8 @@ _ESCAPED_IN_PARTITION_PATHS = frozenset(
 )
 # The partition value Spark writes for null and reads back as null.
 _SPARK_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Stands for undecodable bytes (see check_run_id).
+REPLACEMENT_CHARACTER = "\ufffd"
 # A file name (one path component) on Linux file systems and HDFS, in bytes.
 MAX_FOLDER_NAME_BYTES = 255
 
@@ -255,6 +257,14 @@ def check_run_id(run_id: str, name: str = "run_id") -> None:
         if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             raise UserError(
                 f"{name} contains a control or invisible character (U+{ord(char):04X} at position {position})"
+            )
+        if char == REPLACEMENT_CHARACTER:
+            # What spark-submit's launcher makes of bytes invalid in the locale's encoding:
+            # two different ids would arrive as one, and replace each other's run.
+            raise UserError(
+                f"{name} contains U+FFFD, the replacement character (position {position}), which stands for "
+                "bytes that could not be decoded: spark-submit writes it for bytes that are not valid in the "
+                "locale's encoding, so the id given cannot be known"
             )
     if run_id == _SPARK_NULL_PARTITION:
         raise UserError(f"{name} {_SPARK_NULL_PARTITION} is reserved by Spark (it reads it back as null)")

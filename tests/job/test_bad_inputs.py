@@ -214,6 +214,7 @@ CASES = [
     Case("run_id_too_long", ("--run-id", "too long"), args=("--run-id", "r" * 10_000), within=10),
     Case("run_id_too_long_once_escaped", ("--run-id", "too long", "312 bytes"), args=("--run-id", ":" * 100 + "x" * 5)),
     Case("run_id_with_newline", ("--run-id", "U+000A"), args=("--run-id", "a\nerror: injected")),
+    Case("run_id_with_carriage_return", ("--run-id", "U+000D"), args=("--run-id", "run\r42")),
     Case("run_id_empty", ("--run-id", "empty"), args=("--run-id", "")),
     Case("run_id_spark_null_partition", ("--run-id", "__HIVE_DEFAULT_PARTITION__", "reserved"),
          args=("--run-id", "__HIVE_DEFAULT_PARTITION__")),
@@ -319,6 +320,33 @@ def test_bad_input_through_spark_submit(seeded, tmp_path):
     assert code == 2, output[-5000:]
     assert len(errors) == 1 and "o.csv" in errors[0] and "parquet" in errors[0], output[-5000:]
     assert "Traceback" not in output, output[-5000:]
+    assert tree_digest(warehouse) == before
+
+
+# spark-submit's launcher deletes carriage returns from every argument and decodes the
+# arguments with the locale's charset before the job sees them (docs/interface.md,
+# "What spark-submit does to arguments"): what the job can still detect, it refuses.
+LAUNCHER_REWRITES = [
+    # '\r' alone arrives empty: without the launcher it is refused as U+000D.
+    ("carriage_return", "\r", {}, "--run-id must not be empty or blank"),
+    # A byte that is not UTF-8 arrives as U+FFFD (a bare `python` sees U+DCFF).
+    ("invalid_utf8", "run\udcff", {}, "U+FFFD, the replacement character"),
+    # Under the C locale every non-ASCII character arrives as '?': 'é' and 'à' would meet.
+    ("c_locale", "run\u00e9", {"LC_ALL": "C"}, "decoded the job's arguments as ANSI_X3.4-1968"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, run_id, env, says", LAUNCHER_REWRITES, ids=[c[0] for c in LAUNCHER_REWRITES])
+def test_run_ids_the_launcher_rewrote_are_refused(seeded, name, run_id, env, says):
+    warehouse = seeded["warehouse"]
+    config = write_case(seeded["root"] / f"launcher_{name}", merged(small_config(seeded, DATABASE),
+                                                                   {"metrics": only("row_direct_match")}))
+    before = tree_digest(warehouse)
+    code, output = submit(["--config", str(config), "--run-id", run_id], env=env)
+    errors = error_lines(output)
+    assert code == 2, output[-5000:]
+    assert len(errors) == 1 and errors[0].startswith("error: --run-id ") and says in errors[0], output[-5000:]
     assert tree_digest(warehouse) == before
 
 
