@@ -110,6 +110,8 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
     _check_warehouse_writable(config.results.warehouse)
+    if args.report is not None:
+        _check_writable(args.report, "--report")
     write_report = _report_writer() if args.report is not None else None
     started_at = datetime.now(timezone.utc)
     spark = build_session("privacy-eval")
@@ -214,11 +216,19 @@ def _check_warehouse_writable(warehouse: str) -> None:
     """Fail before any work when results could not be written (local warehouses only)."""
     if "://" in warehouse or warehouse.startswith("file:"):
         return
-    probe = os.path.abspath(warehouse)
+    _check_writable(warehouse, "results.warehouse")
+
+
+def _check_writable(folder: str, key: str) -> None:
+    """Fail before any work when the local `folder` (which may not exist yet) could not be
+    written: its nearest existing part must be a folder this process may write in."""
+    probe = os.path.abspath(folder)
     while not os.path.exists(probe):
         parent = os.path.dirname(probe)
         if parent == probe:
             break
         probe = parent
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
-        raise UserError(f"results.warehouse: {warehouse} is not writable")
+    if not os.path.isdir(probe):
+        raise UserError(f"{key}: {folder} is not writable ({probe} is not a folder)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{key}: {folder} is not writable (no permission to write in {probe})")

@@ -323,6 +323,43 @@ def test_bad_input_through_spark_submit(seeded, tmp_path):
     assert tree_digest(warehouse) == before
 
 
+def unwritable_folder(root: Path) -> Path:
+    """A folder this process cannot create entries in: one without write permission, or,
+    as root (who may write anywhere), /proc/sys, which refuses even root."""
+    if os.geteuid() != 0:
+        folder = root / "read_only"
+        folder.mkdir()
+        folder.chmod(0o500)
+        return folder
+    return Path("/proc/sys")
+
+
+@pytest.mark.parametrize("where", ["a_file", "under_a_file", "unwritable_folder"])
+def test_a_bad_report_folder_exits_2_before_any_work(spark, seeded, monkeypatch, where):
+    """--report is checked up front like the warehouse: no metric runs for a report that
+    could not be written."""
+    case_dir = seeded["root"] / f"report_{where}"
+    config = write_case(case_dir, merged(small_config(seeded, DATABASE), {"metrics": only("row_direct_match")}),
+                        {"taken": "a file"})
+    report = {"a_file": case_dir / "taken", "under_a_file": case_dir / "taken" / "report",
+              "unwritable_folder": unwritable_folder(case_dir) / "report"}[where]
+    with pytest.raises(OSError):  # the folder really cannot be made
+        report.mkdir(parents=True)
+    import privacy_eval.evaluation
+
+    evaluated = []
+    real = privacy_eval.evaluation.evaluate
+    monkeypatch.setattr(privacy_eval.evaluation, "evaluate", lambda *a: evaluated.append(a) or real(*a))
+    before = tree_digest(seeded["warehouse"])
+    code, output = run_in_process(spark, ["--config", str(config), "--run-id", f"report_{where}",
+                                          "--report", str(report)])
+    assert code == 2, output[-5000:]
+    (line,) = error_lines(output)
+    assert line.startswith(f"error: --report: {report} is not writable"), line
+    assert not evaluated, "the metrics ran before the report folder was checked"
+    assert tree_digest(seeded["warehouse"]) == before
+
+
 # spark-submit's launcher deletes carriage returns from every argument and decodes the
 # arguments with the locale's charset before the job sees them (docs/interface.md,
 # "What spark-submit does to arguments"): what the job can still detect, it refuses.
