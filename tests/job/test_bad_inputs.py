@@ -188,8 +188,17 @@ CASES = [
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": to_csv(O.drop(columns=["id", "city"]))}),
     Case("distance_holdout_empty", ("holdout", "no rows"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": HEADER_ONLY}),
-    Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "numeric"),
+    Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "string", "int", "cast"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": edited(O, age="old")}),
+    # The holdout goes through the same `cast` as the two tables, with the same refusal.
+    Case("distance_holdout_cast_does_not_convert", ("cast", "12 value(s)", "'age'", "holdout table", "double"),
+         {"holdout": {"path": "h.csv"}, "cast": {"age": "double"}, "metrics": only("distance")},
+         {"h.csv": edited(O, age="old")}),
+    # Whole numbers in the two tables: a holdout's 23.5 must not become 23.
+    Case("distance_holdout_fraction_in_a_whole_column",
+         ("holdout", "1 value(s)", "'age'", "from double", "to int", "cast: {age: double}"),
+         {"holdout": {"path": "h.csv"}, "metrics": only("distance")},
+         {"h.csv": edited(O, age=[23.5] + [float(a) for a in O["age"][1:]])}),
     # --- the config file's limits (hardening, round 2)
     Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
     Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),
