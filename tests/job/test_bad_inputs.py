@@ -9,6 +9,7 @@ by one successful run; one case goes through a real spark-submit.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -69,6 +70,11 @@ HEADER_ONLY = ",".join(O.columns) + "\n"
 
 def edited(frame: pd.DataFrame, **columns: Any) -> str:
     return to_csv(frame.assign(**columns))
+
+
+def powered(values: Any, power: int) -> list[float]:
+    """Each value times 2^power: exact, and far beyond (or below) what squares of doubles hold."""
+    return [math.ldexp(float(v), power) for v in values]
 
 
 METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance")
@@ -199,6 +205,24 @@ CASES = [
          ("holdout", "1 value(s)", "'age'", "from double", "to int", "cast: {age: double}"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")},
          {"h.csv": edited(O, age=[23.5] + [float(a) for a in O["age"][1:]])}),
+    # --- values beyond what doubles hold in the attack's moments, the space's distances or the bins
+    Case("linkage_variance_beyond_doubles", ("linkage", "'weight'", "too large", "covariance"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": only("linkage")},
+         {"o.csv": edited(O, weight=powered(O["weight"], 664)), "s.csv": edited(S, weight=powered(S["weight"], 664))}),
+    Case("linkage_variance_below_doubles", ("linkage", "'weight'", "too small", "covariance"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": only("linkage")},
+         {"o.csv": edited(O, weight=powered(O["weight"], -664)), "s.csv": edited(S, weight=powered(S["weight"], -664))}),
+    Case("linkage_span_beyond_doubles", ("linkage", "'weight'", "span", "largest double"),
+         {"original": {"path": "o.csv"}, "metrics": only("linkage", methods=["weighted"])},
+         {"o.csv": edited(O, weight=[-1.7e308, 1.7e308] * 6)}),
+    Case("distance_value_too_far", ("metrics.distance", "'age'", "1 value(s)", "synthetic", "overflow"),
+         {"synthetic": {"path": "s.csv"}, "metrics": only("distance")},
+         {"s.csv": edited(S, age=[1e200] + list(S["age"][1:]))}),
+    Case("kpr_bins_beyond_doubles", ("knowledge_protection", "'weight'", "bin widths", "bin_width.weight"),
+         {"metrics": only("knowledge_protection", known_variables=["weight"], bin_width={"weight": 1e-307})}),
+    Case("kpr_grid_origin_beyond_doubles", ("knowledge_protection", "'weight'", "largest double", "origin"),
+         {"original": {"path": "o.csv"}, "metrics": only("knowledge_protection", known_variables=["weight"])},
+         {"o.csv": edited(O, weight=[-1.7e308, 1.7e308, 1e308] * 4)}),
     # --- the config file's limits (hardening, round 2)
     Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
     Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),

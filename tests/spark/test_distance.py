@@ -201,10 +201,10 @@ def test_the_holdout_takes_the_tables_types_through_the_entry_point(spark, tmp_p
             "--set", f"synthetic.path={tmp_path / f's_{s_written}.csv'}",
             "--set", f"holdout={{path: {tmp_path / f'h_{h_written}.csv'}}}",
             "--set", "metrics={distance: {holdout_distance_share: {target: 0.05}}}",
-            "--set", f"results.warehouse={warehouse}",
+            "--set", f"results.warehouse={warehouse}", "--set", "results.database=holdout_types",
         ])
         assert code == 0, output[-5000:]
-        (row,) = spark.read.parquet(str(warehouse / "privacy_eval.db" / "metric_results")).filter(
+        (row,) = spark.read.parquet(str(warehouse / "holdout_types.db" / "metric_results")).filter(
             f"run_id = '{run_id}'").collect()
         shares[run_id] = row["value"]
     assert expected["holdout_expected"] == 500 / 683

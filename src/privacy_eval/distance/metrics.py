@@ -21,7 +21,7 @@ from privacy_eval.distance.figures import (
 )
 from privacy_eval.distance.kernel import coordinate_names
 from privacy_eval.distance.search import ID, RADIUS, Grid, cloaking_counts, nearest_distances, with_own_chunk
-from privacy_eval.distance.space import EIGEN_TIE, IMPUTED, Space, fit_space, project
+from privacy_eval.distance.space import EIGEN_TIE, Space, counted, fit_space, project
 from privacy_eval.errors import InputError
 
 CLOAKING = ("hidden_rate", "local_cloaking")
@@ -82,7 +82,8 @@ def distance_metrics(
     h = placed(holdout, []) if holdout is not None and HOLDOUT in chosen else None
     cached: list[DataFrame] = [frame for frame in (o, s, h) if frame is not None]
     try:
-        sizes = {side: _counted(frame) for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
+        sizes = {side: counted(frame, side, space.scaling)
+                 for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
         n, m = sizes["original"][0], sizes["synthetic"][0]
         if h is not None and sizes["holdout"][0] == 0:
             raise InputError(EMPTY_HOLDOUT)
@@ -117,12 +118,6 @@ def distance_metrics(
         space=space, imputed={side: v[1] for side, v in sizes.items()}, n_original=n, n_synthetic=m,
         warnings=warnings, **result,
     )
-
-
-def _counted(frame: DataFrame) -> tuple[int, int]:
-    """(records, imputed cells) of a projected side; also fills its cache."""
-    row = frame.agg(F.count(F.lit(1)).alias("n"), F.sum(IMPUTED).alias("imputed")).collect()[0]
-    return int(row["n"]), int(row["imputed"] or 0)
 
 
 def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str]) -> DataFrame:
