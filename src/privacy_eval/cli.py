@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from privacy_eval.results import check_run_id  # with Spark's Python side, as _run
 
         check_run_id(run_id, "--run-id")
+        _check_launcher_decoding(run_id)
         config = load_config(args.config, args.overrides)
         if args.verbose:
             return _run(config, run_id, args)
@@ -109,6 +110,8 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
     _check_warehouse_writable(config.results.warehouse)
+    if args.report is not None:
+        _check_writable(args.report, "--report")
     write_report = _report_writer() if args.report is not None else None
     started_at = datetime.now(timezone.utc)
     spark = build_session("privacy-eval")
@@ -186,15 +189,46 @@ def _summary(dataset: str, run_id: str, metrics: Sequence) -> str:
     return "\n".join(lines)
 
 
+def _check_launcher_decoding(run_id: str) -> None:
+    """Refuse a '?' in a run id that spark-submit's JVM may have written itself.
+
+    spark-submit hands the job its arguments through a JVM, which decodes them with the
+    locale's charset: under a locale that is not UTF-8 (LANG=C, POSIX), every character
+    it cannot decode arrives as '?', so 'é1' and 'à1' would both arrive as '??1' and
+    replace each other's run. (Its launcher script also deletes carriage returns, which
+    nothing after it can see: docs/interface.md.) Only then is the JVM asked.
+    """
+    if "?" not in run_id or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    charset = str(SparkContext._jvm.java.lang.System.getProperty("sun.jnu.encoding"))
+    if not charset.upper().replace("-", "").startswith("UTF"):
+        raise UserError(
+            f"--run-id contains '?', and spark-submit decoded the job's arguments as {charset}, writing '?' "
+            "for every character it cannot decode, so the id given cannot be known; run spark-submit under a "
+            "UTF-8 locale (LANG=C.UTF-8) or leave '?' out of the id"
+        )
+
+
 def _check_warehouse_writable(warehouse: str) -> None:
     """Fail before any work when results could not be written (local warehouses only)."""
     if "://" in warehouse or warehouse.startswith("file:"):
         return
-    probe = os.path.abspath(warehouse)
+    _check_writable(warehouse, "results.warehouse")
+
+
+def _check_writable(folder: str, key: str) -> None:
+    """Fail before any work when the local `folder` (which may not exist yet) could not be
+    written: its nearest existing part must be a folder this process may write in."""
+    probe = os.path.abspath(folder)
     while not os.path.exists(probe):
         parent = os.path.dirname(probe)
         if parent == probe:
             break
         probe = parent
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
-        raise UserError(f"results.warehouse: {warehouse} is not writable")
+    if not os.path.isdir(probe):
+        raise UserError(f"{key}: {folder} is not writable ({probe} is not a folder)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{key}: {folder} is not writable (no permission to write in {probe})")

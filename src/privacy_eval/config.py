@@ -85,11 +85,30 @@ def _check_choice(key: str, value: Any, choices: tuple[Any, ...]) -> None:
     _fail_unless(value in choices, key, f"must be one of {allowed}, got '{value}'")
 
 
+# Whole numbers reach Spark and numpy as 64-bit integers, other numbers as doubles: a
+# value beyond them (YAML reads integers of any length) would fail late, or wrap.
+_LONG_MAX = 2**63 - 1
+
+
+def _fits_long(value: Any) -> bool:
+    return -_LONG_MAX - 1 <= value <= _LONG_MAX
+
+
+def _fits_double(value: Any) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def _check_number(key: str, value: Any, whole: bool = False) -> None:
     if whole:
         _fail_unless(_is_number(value) and isinstance(value, int), key, f"must be a whole number, got {_type_name(value)}")
+        _fail_unless(_fits_long(value), key, f"must fit a 64-bit integer (at most {_LONG_MAX} in size)")
     else:
         _fail_unless(_is_number(value), key, f"must be a number, got {_type_name(value)}")
+        _fail_unless(_fits_double(value), key, "must fit a double (at most about 1.8e308 in size)")
 
 
 @dataclass(frozen=True)
@@ -247,7 +266,7 @@ class DistanceConfig:
             _fail_unless(bool(self.columns), key + "columns", "must not be empty (leave it out for every compared column)")
             _check_distinct(key + "columns", self.columns)
         components = self.components
-        whole = _is_number(components) and isinstance(components, int) and components >= 1
+        whole = _is_number(components) and isinstance(components, int) and 1 <= components <= _LONG_MAX
         _fail_unless(whole or components == "all", key + "components",
                      f"must be {_COMPONENTS_RULE}, got {_shown(components)}")
         _check_number(key + "cell_records", self.cell_records, whole=True)
@@ -559,7 +578,8 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return f"'{value}'" if len(value) <= 40 else "a string"
     if _is_number(value):
-        return repr(value)
+        shown = repr(value)
+        return shown if len(shown) <= 40 else f"a number of {len(shown)} characters"
     return _type_name(value)
 
 

@@ -13,7 +13,6 @@ runs each in registry order.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -59,6 +58,7 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
     with phase("read inputs"):
         original = read_table(spark, config.original, "original", with_position=by_position)
         synthetic = read_table(spark, config.synthetic, "synthetic", with_position=by_position)
+        holdout = read_table(spark, config.holdout, "holdout") if config.holdout is not None else None
         inputs = prepare_inputs(
             original,
             synthetic,
@@ -69,10 +69,8 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
             cache=[side for side, source in (("original", config.original), ("synthetic", config.synthetic))
                    if not rereads_cheaply(source)],
             metrics=config.metrics,
+            holdout=holdout,
         )
-        if config.holdout is not None:
-            holdout = read_table(spark, config.holdout, "holdout")
-            inputs = dataclasses.replace(inputs, holdout=holdout)
     log.info(
         "inputs: %d original rows, %d synthetic rows, %d compared columns",
         inputs.n_original, inputs.n_synthetic, len(inputs.columns),

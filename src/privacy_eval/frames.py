@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -113,6 +113,51 @@ def finite_double(name: str) -> Column:
     """Column `name` as a double where it is a finite number; null for null, NaN and ±inf."""
     x = as_double_sql(name)
     return F.expr(f"CASE WHEN {finite_sql(x)} THEN {x} END")
+
+
+# Moments (means, standard deviations) of a column whose largest magnitude lies outside
+# [2^-400, 2^400) are computed on x·2^-e, e its binary exponent (binary_exponent), and
+# read in those units. Within the range, Spark's native aggregates cannot overflow or
+# lose a squared deviation: a sum of even 2^63 values below 2^400 stays below 2^463, a
+# sum of 2^63 squared deviations below (2^401)^2 below 2^865, far from the largest double
+# (about 2^1024); and two distinct values near a magnitude of 2^-400 or more differ by at
+# least 2^-453, whose square, 2^-906, is still a normal double (the smallest is 2^-1022).
+# Beyond it, (x - mean)^2 overflows from about 1.3e154 (so the sd is infinite) and a sum
+# from about 1.8e308 / n; below it, squared deviations vanish. Scaling by a power of two
+# is exact (barring results below 2^-1022): on ordinary data nothing changes, since
+# nothing is rescaled, and on rescaled data every sum, square and quotient is the one an
+# unbounded exponent would give, scaled by 2^-e.
+RESCALE_ABOVE = 2.0**400
+RESCALE_BELOW = 2.0**-400
+
+
+def binary_exponent(largest: float) -> int:
+    """The e by which a column whose largest magnitude is `largest` is rescaled (x·2^-e
+    in [0.5, 1)); 0 (no rescaling) within [RESCALE_BELOW, RESCALE_ABOVE) and for 0."""
+    if largest == 0 or RESCALE_BELOW <= largest < RESCALE_ABOVE:
+        return 0
+    return max(math.frexp(largest)[1], -1022)  # 2^1022 at most: a finite factor
+
+
+def rescaled(column: Column, exponent: int) -> Column:
+    """`column` (doubles) times 2^-exponent, exactly; the column itself for 0."""
+    return column if exponent == 0 else column * F.lit(math.ldexp(1.0, -exponent))
+
+
+def rescaled_moments(
+    frame: DataFrame, names: Sequence[str], exponents: Sequence[int], sd: Callable[[Column], Column]
+) -> dict[int, tuple[float | None, float | None]]:
+    """For each column names[i] with exponents[i] != 0: (mean, sd) of its finite values
+    times 2^-e, `sd` being F.stddev_pop or F.stddev_samp. One aggregation over those
+    columns; none, and no pass, when every exponent is 0."""
+    chosen = {i: e for i, e in enumerate(exponents) if e}
+    if not chosen:
+        return {}
+    x = {i: rescaled(finite_double(names[i]), e) for i, e in chosen.items()}
+    row = frame.agg(
+        *(F.avg(x[i]).alias(f"m{i}") for i in chosen), *(sd(x[i]).alias(f"s{i}") for i in chosen)
+    ).collect()[0]
+    return {i: (row[f"m{i}"], row[f"s{i}"]) for i in chosen}
 
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:

@@ -70,12 +70,18 @@ class EvaluationInputs:
     # when its own configuration equals it); None without.
     prepared_for: Any = None
     # An optional third table (`holdout`: original records the generator never saw), as
-    # read; only the distance metrics use it, and check its columns.
+    # read; only the distance metrics use it, through `typed_holdout`.
     holdout: DataFrame | None = None
     # What is cached: the columns as read, under the typed projections above.
     cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
+    # The compared columns under `cast` (the holdout gets the same casts).
+    cast: frozenset[str] = frozenset()
     # The alignment check, once run (see `alignment`).
     _alignment: list[AlignmentResult] = field(default_factory=list, init=False, repr=False, compare=False)
+    # The holdout's typed columns and row count, per column list (see `typed_holdout`).
+    _holdouts: dict[tuple[str, ...], tuple[DataFrame, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def alignment(self) -> AlignmentResult:
         """Are the rows the row key pairs closer than random pairs? (docs/metrics.md,
@@ -86,6 +92,24 @@ class EvaluationInputs:
                 self.original, self.synthetic, self.columns, self.numeric, KEY, self.n_synthetic
             ))
         return self._alignment[0]
+
+    def typed_holdout(self, columns: Sequence[str]) -> tuple[DataFrame, int]:
+        """The holdout's `columns`, each of the type the two tables have (the same type
+        plan and the same `cast`), and its row count.
+
+        Categorical values are compared by their text form, so a holdout writing `2` where
+        the two tables hold `2.0` must be converted, not read as it is. A conversion that
+        would change a value (2.5 to a whole number, text to a number) is refused, naming
+        the column; so are values a configured cast cannot convert. One pass over the
+        holdout, on first use for these columns.
+        """
+        if self.holdout is None:
+            raise ValueError("these inputs have no holdout table")
+        key = tuple(columns)
+        if key not in self._holdouts:
+            types = {c: self.original.schema[c].dataType for c in columns}
+            self._holdouts[key] = _typed_holdout(self.holdout, types, self.cast)
+        return self._holdouts[key]
 
     def unpersist(self) -> None:
         for frame in self.cached:
@@ -105,6 +129,7 @@ def prepare_inputs(
     paired_where: Callable[[DataFrame], Column | None] | None = None,
     side_aggregates: SideAggregates | None = None,
     prepared_for: Any = None,
+    holdout: DataFrame | None = None,
 ) -> EvaluationInputs:
     """Check the two tables against each other and bring them to one shape.
 
@@ -126,6 +151,10 @@ def prepare_inputs(
     to None. The first pass over the data computes them too, and `side_aggregates` of
     the result holds their values per side. `prepared_for` is the metric configuration
     the two were made for: a metric uses them only when its configuration equals it.
+
+    `holdout`, an optional third table of originals the generator never saw, is kept as
+    read; `EvaluationInputs.typed_holdout` brings it to the same types when a metric
+    uses it.
     """
     if metrics is not None:
         from privacy_eval.metrics import first_pass_hooks  # the registry imports the metrics
@@ -174,7 +203,9 @@ def prepare_inputs(
         n_paired_where=n_paired_where,
         side_aggregates={side: profiles[side].extra for side in sides} if with_extras else None,
         prepared_for=prepared_for if (paired_where or side_aggregates) else None,
+        holdout=holdout,
         cached=tuple(cached),
+        cast=frozenset(cast),
     )
 
 
@@ -331,6 +362,73 @@ class _TypePlan:
         )
 
 
+def _typed_holdout(
+    holdout: DataFrame, types: dict[str, T.DataType], configured: frozenset[str]
+) -> tuple[DataFrame, int]:
+    """`EvaluationInputs.typed_holdout`: the columns of `types` converted to them, checked
+    in one pass that also counts the rows."""
+    fields = {f.name: f.dataType for f in holdout.schema.fields}
+    converted, checks = [], {}
+    for name, target in types.items():
+        if name not in fields:
+            raise InputError(f"holdout: column '{name}' (compared by metrics.distance) is missing from the holdout table")
+        kind, raw = fields[name], qcol(name)
+        if name in configured:
+            _check_castable(holdout, name, target, "holdout")
+            converted.append(raw.try_cast(target).alias(name))
+            checks[name] = raw.isNotNull() & raw.try_cast(target).isNull()
+        elif kind == target or isinstance(kind, T.NullType):
+            converted.append(raw.cast(target).alias(name))
+        elif isinstance(kind, T.StringType):  # no value (a column CSV found empty), or the spec's type error
+            converted.append(F.lit(None).cast(target).alias(name))
+            checks[name] = raw.isNotNull()
+        elif isinstance(kind, T.NumericType) and isinstance(target, T.NumericType):
+            converted.append(raw.try_cast(target).alias(name))
+            if _common_type(kind, target) != target:  # narrower: every value must convert unchanged
+                back = raw.try_cast(target)
+                checks[name] = raw.isNotNull() & (back.isNull() | (back.cast(kind) != raw))
+        elif _common_type(kind, target) == target:
+            converted.append(raw.cast(target).alias(name))
+        else:
+            raise _holdout_mismatch(name, kind, target)
+    labels = list(checks)
+    counts = holdout.agg(
+        F.count(F.lit(1)).alias("n"), *(F.count(F.when(checks[c], 1)).alias(f"c{i}") for i, c in enumerate(labels))
+    )
+    try:
+        with spark_error_logs_silenced():
+            row = counts.collect()[0]
+    except SPARK_ERRORS as exc:
+        if is_read_error(exc):
+            raise _unreadable("holdout", exc) from None
+        raise
+    for i, name in enumerate(labels):
+        failed = int(row[f"c{i}"])
+        if not failed:
+            continue
+        if name in configured:
+            raise InputError(
+                f"cast: {failed} value(s) of column '{name}' in the holdout table cannot be cast to "
+                f"{types[name].simpleString()}"
+            )
+        if isinstance(fields[name], T.StringType):
+            raise _holdout_mismatch(name, fields[name], types[name])
+        raise InputError(
+            f"holdout: {failed} value(s) of column '{name}' would change if converted from "
+            f"{fields[name].simpleString()} (in the holdout table) to {types[name].simpleString()} (in the original "
+            f"and synthetic tables); add `cast: {{{name}: {fields[name].simpleString()}}}` to the configuration to "
+            "compare it"
+        )
+    return holdout.select(*converted), int(row["n"])
+
+
+def _holdout_mismatch(name: str, kind: T.DataType, target: T.DataType) -> InputError:
+    return InputError(
+        f"holdout: column '{name}' is {kind.simpleString()} in the holdout table but {target.simpleString()} in the "
+        f"original and synthetic tables; add `cast: {{{name}: <type>}}` to the configuration to compare it"
+    )
+
+
 def _plan_types(
     original: DataFrame, synthetic: DataFrame, row_key: str, columns: Sequence[str], cast: dict[str, str]
 ) -> _TypePlan:
@@ -392,16 +490,20 @@ def _configured_type(original: DataFrame, synthetic: DataFrame, name: str, type_
     except (*SPARK_ERRORS, ValueError):
         raise InputError(f"cast: '{type_name}' for column '{name}' is not a Spark type") from None
     for side, frame in (("original", original), ("synthetic", synthetic)):
-        try:
-            with spark_error_logs_silenced():
-                frame.select(qcol(name).try_cast(target))  # analysed now, nothing runs
-        except SPARK_ERRORS:
-            source = frame.schema[name].dataType.simpleString()
-            raise InputError(
-                f"cast: column '{name}' is {source} in the {side} table and cannot be cast to "
-                f"{target.simpleString()}"
-            ) from None
+        _check_castable(frame, name, target, side)
     return target
+
+
+def _check_castable(frame: DataFrame, name: str, target: T.DataType, side: str) -> None:
+    """Refuse a configured cast Spark cannot make from the column's type at all."""
+    try:
+        with spark_error_logs_silenced():
+            frame.select(qcol(name).try_cast(target))  # analysed now, nothing runs
+    except SPARK_ERRORS:
+        source = frame.schema[name].dataType.simpleString()
+        raise InputError(
+            f"cast: column '{name}' is {source} in the {side} table and cannot be cast to {target.simpleString()}"
+        ) from None
 
 
 def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:

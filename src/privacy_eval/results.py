@@ -67,8 +67,9 @@ COLUMN_PROTECTION_SCHEMA = T.StructType([
 ])
 
 
-# Statuses whose value cannot be checked against a target (value withheld, or 0 by construction).
-UNVERIFIABLE = ("misaligned", "not_measurable")
+# The one status with a measurable value; every other (undefined, not_measurable, misaligned)
+# has none, so a target on it cannot be checked.
+MEASURED = "ok"
 
 # Units whose figure is a protection (higher is safer): they pass at value >= target. Every
 # other unit (`fraction`, a success or closeness rate) passes at value <= target.
@@ -102,7 +103,7 @@ class MetricRow:
         """Protections (units percent, records, distance, ratio) pass at value >= target;
         rates (fraction) at value <= target; holdout_distance_share when its excess over
         `details["expected"]` is at most the target."""
-        if self.target is None or self.value is None or self.status != "ok":
+        if self.target is None or self.value is None or self.status != MEASURED:
             return None
         if self.metric == HOLDOUT_DISTANCE_SHARE:
             # value <= expected + target, i.e. value - expected <= target (in this form a
@@ -129,10 +130,11 @@ class MetricRow:
     @property
     def fails_gate(self) -> bool:
         """Whether --fail-on-target stops the release: a missed target, or a target that
-        could not be checked because the figure is not a measurement (a release that is
-        not row-aligned, a linkage whose true pairs were all blocked away). A gate that
-        let those pass would fail open, towards "looks safe"."""
-        return self.passed is False or (self.target is not None and self.status in UNVERIFIABLE)
+        could not be checked because there is no measurement (a release that is not
+        row-aligned, a linkage whose true pairs were all blocked away, an NNDR without a
+        second original). A gate that let those pass would fail open, towards "looks
+        safe": every status but MEASURED fails it, also one added later."""
+        return self.passed is False or (self.target is not None and self.status != MEASURED)
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,8 @@ _ESCAPED_IN_PARTITION_PATHS = frozenset(
 )
 # The partition value Spark writes for null and reads back as null.
 _SPARK_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Stands for undecodable bytes (see check_run_id).
+REPLACEMENT_CHARACTER = "\ufffd"
 # A file name (one path component) on Linux file systems and HDFS, in bytes.
 MAX_FOLDER_NAME_BYTES = 255
 
@@ -253,6 +257,14 @@ def check_run_id(run_id: str, name: str = "run_id") -> None:
         if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             raise UserError(
                 f"{name} contains a control or invisible character (U+{ord(char):04X} at position {position})"
+            )
+        if char == REPLACEMENT_CHARACTER:
+            # What spark-submit's launcher makes of bytes invalid in the locale's encoding:
+            # two different ids would arrive as one, and replace each other's run.
+            raise UserError(
+                f"{name} contains U+FFFD, the replacement character (position {position}), which stands for "
+                "bytes that could not be decoded: spark-submit writes it for bytes that are not valid in the "
+                "locale's encoding, so the id given cannot be known"
             )
     if run_id == _SPARK_NULL_PARTITION:
         raise UserError(f"{name} {_SPARK_NULL_PARTITION} is reserved by Spark (it reads it back as null)")

@@ -9,6 +9,7 @@ by one successful run; one case goes through a real spark-submit.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -69,6 +70,11 @@ HEADER_ONLY = ",".join(O.columns) + "\n"
 
 def edited(frame: pd.DataFrame, **columns: Any) -> str:
     return to_csv(frame.assign(**columns))
+
+
+def powered(values: Any, power: int) -> list[float]:
+    """Each value times 2^power: exact, and far beyond (or below) what squares of doubles hold."""
+    return [math.ldexp(float(v), power) for v in values]
 
 
 METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance")
@@ -189,14 +195,45 @@ CASES = [
           "metrics": only("distance", components="all", max_core_hours=1e-12, columns=["a", "b", "c"])},
          {name: edited(frame, **{c: [f"{c}{i}" for i in range(12)] for c in "abc"})
           for name, frame in (("o.csv", O), ("s.csv", S))}),
+    Case("distance_cap_beyond_64_bits", ("'metrics.distance.local_cloaking.cap'", "64-bit integer"),
+         args=("--set", f"metrics.distance.local_cloaking.cap={10**20}")),
+    Case("linkage_ridge_beyond_a_double", ("'metrics.linkage.ridge'", "double"),
+         args=("--set", f"metrics.linkage.ridge={10**400}")),
     Case("distance_holdout_share_without_holdout", ("'metrics.distance.holdout_distance_share'", "holdout"),
          {"metrics": {"distance": {"holdout_distance_share": {}}}}),
     Case("distance_holdout_missing_column", ("holdout", "'city'", "missing"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": to_csv(O.drop(columns=["id", "city"]))}),
     Case("distance_holdout_empty", ("holdout", "no rows"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": HEADER_ONLY}),
-    Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "numeric"),
+    Case("distance_holdout_text_in_numeric", ("holdout", "'age'", "string", "int", "cast"),
          {"holdout": {"path": "h.csv"}, "metrics": only("distance")}, {"h.csv": edited(O, age="old")}),
+    # The holdout goes through the same `cast` as the two tables, with the same refusal.
+    Case("distance_holdout_cast_does_not_convert", ("cast", "12 value(s)", "'age'", "holdout table", "double"),
+         {"holdout": {"path": "h.csv"}, "cast": {"age": "double"}, "metrics": only("distance")},
+         {"h.csv": edited(O, age="old")}),
+    # Whole numbers in the two tables: a holdout's 23.5 must not become 23.
+    Case("distance_holdout_fraction_in_a_whole_column",
+         ("holdout", "1 value(s)", "'age'", "from double", "to int", "cast: {age: double}"),
+         {"holdout": {"path": "h.csv"}, "metrics": only("distance")},
+         {"h.csv": edited(O, age=[23.5] + [float(a) for a in O["age"][1:]])}),
+    # --- values beyond what doubles hold in the attack's moments, the space's distances or the bins
+    Case("linkage_variance_beyond_doubles", ("linkage", "'weight'", "too large", "covariance"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": only("linkage")},
+         {"o.csv": edited(O, weight=powered(O["weight"], 664)), "s.csv": edited(S, weight=powered(S["weight"], 664))}),
+    Case("linkage_variance_below_doubles", ("linkage", "'weight'", "too small", "covariance"),
+         {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"}, "metrics": only("linkage")},
+         {"o.csv": edited(O, weight=powered(O["weight"], -664)), "s.csv": edited(S, weight=powered(S["weight"], -664))}),
+    Case("linkage_span_beyond_doubles", ("linkage", "'weight'", "span", "largest double"),
+         {"original": {"path": "o.csv"}, "metrics": only("linkage", methods=["weighted"])},
+         {"o.csv": edited(O, weight=[-1.7e308, 1.7e308] * 6)}),
+    Case("distance_value_too_far", ("metrics.distance", "'age'", "1 value(s)", "synthetic", "overflow"),
+         {"synthetic": {"path": "s.csv"}, "metrics": only("distance")},
+         {"s.csv": edited(S, age=[1e200] + list(S["age"][1:]))}),
+    Case("kpr_bins_beyond_doubles", ("knowledge_protection", "'weight'", "bin widths", "bin_width.weight"),
+         {"metrics": only("knowledge_protection", known_variables=["weight"], bin_width={"weight": 1e-307})}),
+    Case("kpr_grid_origin_beyond_doubles", ("knowledge_protection", "'weight'", "largest double", "origin"),
+         {"original": {"path": "o.csv"}, "metrics": only("knowledge_protection", known_variables=["weight"])},
+         {"o.csv": edited(O, weight=[-1.7e308, 1.7e308, 1e308] * 4)}),
     # --- the config file's limits (hardening, round 2)
     Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
     Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),
@@ -221,6 +258,7 @@ CASES = [
     Case("run_id_too_long", ("--run-id", "too long"), args=("--run-id", "r" * 10_000), within=10),
     Case("run_id_too_long_once_escaped", ("--run-id", "too long", "312 bytes"), args=("--run-id", ":" * 100 + "x" * 5)),
     Case("run_id_with_newline", ("--run-id", "U+000A"), args=("--run-id", "a\nerror: injected")),
+    Case("run_id_with_carriage_return", ("--run-id", "U+000D"), args=("--run-id", "run\r42")),
     Case("run_id_empty", ("--run-id", "empty"), args=("--run-id", "")),
     Case("run_id_spark_null_partition", ("--run-id", "__HIVE_DEFAULT_PARTITION__", "reserved"),
          args=("--run-id", "__HIVE_DEFAULT_PARTITION__")),
@@ -349,6 +387,70 @@ def test_bad_input_through_spark_submit(seeded, tmp_path):
     assert tree_digest(warehouse) == before
 
 
+def unwritable_folder(root: Path) -> Path:
+    """A folder this process cannot create entries in: one without write permission, or,
+    as root (who may write anywhere), /proc/sys, which refuses even root."""
+    if os.geteuid() != 0:
+        folder = root / "read_only"
+        folder.mkdir()
+        folder.chmod(0o500)
+        return folder
+    return Path("/proc/sys")
+
+
+@pytest.mark.parametrize("where", ["a_file", "under_a_file", "unwritable_folder"])
+def test_a_bad_report_folder_exits_2_before_any_work(spark, seeded, monkeypatch, where):
+    """--report is checked up front like the warehouse: no metric runs for a report that
+    could not be written."""
+    case_dir = seeded["root"] / f"report_{where}"
+    config = write_case(case_dir, merged(small_config(seeded, DATABASE), {"metrics": only("row_direct_match")}),
+                        {"taken": "a file"})
+    report = {"a_file": case_dir / "taken", "under_a_file": case_dir / "taken" / "report",
+              "unwritable_folder": unwritable_folder(case_dir) / "report"}[where]
+    with pytest.raises(OSError):  # the folder really cannot be made
+        report.mkdir(parents=True)
+    import privacy_eval.evaluation
+
+    evaluated = []
+    real = privacy_eval.evaluation.evaluate
+    monkeypatch.setattr(privacy_eval.evaluation, "evaluate", lambda *a: evaluated.append(a) or real(*a))
+    before = tree_digest(seeded["warehouse"])
+    code, output = run_in_process(spark, ["--config", str(config), "--run-id", f"report_{where}",
+                                          "--report", str(report)])
+    assert code == 2, output[-5000:]
+    (line,) = error_lines(output)
+    assert line.startswith(f"error: --report: {report} is not writable"), line
+    assert not evaluated, "the metrics ran before the report folder was checked"
+    assert tree_digest(seeded["warehouse"]) == before
+
+
+# spark-submit's launcher deletes carriage returns from every argument and decodes the
+# arguments with the locale's charset before the job sees them (docs/interface.md,
+# "What spark-submit does to arguments"): what the job can still detect, it refuses.
+LAUNCHER_REWRITES = [
+    # '\r' alone arrives empty: without the launcher it is refused as U+000D.
+    ("carriage_return", "\r", {}, "--run-id must not be empty or blank"),
+    # A byte that is not UTF-8 arrives as U+FFFD (a bare `python` sees U+DCFF).
+    ("invalid_utf8", "run\udcff", {}, "U+FFFD, the replacement character"),
+    # Under the C locale every non-ASCII character arrives as '?': 'é' and 'à' would meet.
+    ("c_locale", "run\u00e9", {"LC_ALL": "C"}, "decoded the job's arguments as ANSI_X3.4-1968"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, run_id, env, says", LAUNCHER_REWRITES, ids=[c[0] for c in LAUNCHER_REWRITES])
+def test_run_ids_the_launcher_rewrote_are_refused(seeded, name, run_id, env, says):
+    warehouse = seeded["warehouse"]
+    config = write_case(seeded["root"] / f"launcher_{name}", merged(small_config(seeded, DATABASE),
+                                                                   {"metrics": only("row_direct_match")}))
+    before = tree_digest(warehouse)
+    code, output = submit(["--config", str(config), "--run-id", run_id], env=env)
+    errors = error_lines(output)
+    assert code == 2, output[-5000:]
+    assert len(errors) == 1 and errors[0].startswith("error: --run-id ") and says in errors[0], output[-5000:]
+    assert tree_digest(warehouse) == before
+
+
 # --------------------------------------------------------------------------
 # odd inputs that must work
 # --------------------------------------------------------------------------
@@ -438,6 +540,24 @@ def test_one_row_tables(spark, seeded):
     assert columns["age"]["protection"] == 100.0 and columns["weight"]["protection"] == 0.0
     kpr = metrics["knowledge_protection_rate"]
     assert kpr["value"] == 0.0 and kpr["numerator"] == 1
+
+
+def test_fail_on_target_stops_an_undefined_figure(spark, seeded):
+    """The NNDR of a one-row original does not exist (no second-nearest original): with a
+    target, --fail-on-target must fail the gate (exit 3) as on any other status without a
+    measurable value, write nothing, and name the metric with its status."""
+    one = {"original": {"path": "o.csv"}, "synthetic": {"path": "s.csv"},
+           "metrics": only("distance", nearest_neighbour_distance_ratio={"target": 0.5},
+                           distance_to_closest_record={})}
+    path = write_case(seeded["root"] / "undefined_gate", merged(small_config(seeded, DATABASE), one),
+                      {"o.csv": to_csv(O.iloc[:1]), "s.csv": to_csv(S.iloc[:1])})
+    before = tree_digest(seeded["warehouse"])
+    code, output = run_in_process(spark, ["--config", str(path), "--run-id", "undefined_gate", "--fail-on-target"])
+    assert code == 3, output[-5000:]
+    (line,) = error_lines(output)
+    assert "nearest_neighbour_distance_ratio (undefined)" in line and "distance_to_closest_record" not in line
+    assert "UNDEFINED" in output
+    assert tree_digest(seeded["warehouse"]) == before
 
 
 def test_run_id_escaping_matches_spark(spark):

@@ -28,7 +28,8 @@ import pytest
 
 from privacy_eval import reading
 from tests.support.casefiles import DELETE, merged, small_config, small_workspace, write_case
-from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, tree_digest
+from tests.support.jobrun import error_lines, persisted_rdds, run_in_process, submit, tree_digest
+from tests.support.paths import ROOT
 from tests.support.tables import base_frames, to_csv
 
 DATABASE = "bad_paths"
@@ -184,6 +185,21 @@ def test_glob_characters_in_a_path_name_it_literally(spark, seeded, real: str, l
     code, output = run_in_process(spark, ["--config", str(config), "--run-id", name])
     assert code == 0, output
     assert run_rows(spark, seeded["warehouse"], name) == run_rows(spark, seeded["warehouse"], "seed")
+
+
+@pytest.mark.slow
+def test_a_literal_path_logs_no_stack_trace_through_spark_submit(seeded, monkeypatch):
+    """Spark looks for a streaming sink's metadata under the escaped path taken literally
+    and, not finding it, logged a warning with a ~90-line stack trace; the job's log
+    configuration drops that warning for escaped paths (and the run reads the right file)."""
+    config = make_case(seeded, "literal_submitted", {"original": {"path": "fold[1]/o[1].csv", "format": "csv"}},
+                       {"fold[1]/o[1].csv": to_csv(O), "fold1/o1.csv": to_csv(S)})
+    monkeypatch.chdir(ROOT)
+    code, output = submit(["--config", str(config), "--run-id", "literal_submitted"],
+                          spark_options=["--properties-file", "conf/spark/local.conf"])
+    assert code == 0, output[-5000:]
+    assert "FileStreamSink" not in output and "Exception" not in output, output[-5000:]
+    assert "row_direct_match_protection" in output
 
 
 def test_arrays_and_structs_are_compared(spark, seeded):

@@ -257,6 +257,9 @@ def test_gate_fails_closed_on_figures_that_are_not_measurements():
     assert row(40.0, 50.0).fails_gate
     assert row(None, 50.0, "misaligned").fails_gate
     assert row(0.0, 0.1, "not_measurable", unit="fraction").fails_gate
+    assert row(None, 0.5, "undefined", unit="ratio").fails_gate
+    assert row(0.9, 0.5, "a status added later", unit="ratio").fails_gate
+    assert not row(None, None, "undefined", unit="ratio").fails_gate
     assert not row(None, None, "misaligned").fails_gate
     assert not row(0.0, None, "not_measurable", unit="fraction").fails_gate
 

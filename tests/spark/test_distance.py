@@ -17,7 +17,7 @@ from privacy_eval.distance import search as distance_search
 from privacy_eval.inputs import KEY, prepare_inputs
 from privacy_eval.reading import POSITION, read_table
 from tests.support.distance_oracle import distance_reference, tie_fixture
-from tests.support.paths import DATA
+from tests.support.paths import DATA, ROOT
 
 ALL = ("hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio",
        "holdout_distance_share")
@@ -167,3 +167,48 @@ def test_wbcd_holdout_split_matches_brute_force(spark):
                               holdout=held_df)
     assert result.holdout.expected == 500 / 683
     _assert_agrees(_figures(result), expected, len(synthetic))
+
+
+# (how the synthetic file writes Class, how the holdout does): as read by CSV, 2 is an
+# int and 2.0 a double; categorical values are compared by their text form.
+CLASS_WRITTEN = [("int", "int"), ("float", "int"), ("int", "float"), ("float", "float")]
+
+
+def test_the_holdout_takes_the_tables_types_through_the_entry_point(spark, tmp_path):
+    """The first 500 WBCD originals against the first 500 avatars, the last 183 originals
+    held out, Class categorical: however the synthetic file and the holdout write Class
+    (2 or 2.0), the holdout share is the brute-force oracle's on the data as the original
+    writes it. The holdout gets the type the two tables have; read as it was, `2` against
+    `2.0` made every holdout record differ in Class (0.8720 instead of 0.6850)."""
+    from tests.support.jobrun import run_in_process
+
+    original = pd.read_csv(DATA / "wbcd" / "original.csv")
+    synthetic = pd.read_csv(DATA / "wbcd" / "avatar_k20.csv")
+    train, held, synthetic = original.iloc[:500], original.iloc[500:], synthetic.iloc[:500]
+    train.to_csv(tmp_path / "original.csv", index=False)
+    for written in ("int", "float"):
+        synthetic.assign(Class=synthetic["Class"].astype(written)).to_csv(tmp_path / f"s_{written}.csv", index=False)
+        held.assign(Class=held["Class"].astype(written)).to_csv(tmp_path / f"h_{written}.csv", index=False)
+    columns = list(synthetic.columns)
+    expected = distance_reference(train[columns], synthetic, columns=columns, categorical=["Class"], components=5,
+                                  holdout=held[columns])
+    warehouse = tmp_path / "wh"
+    shares = {}
+    for s_written, h_written in CLASS_WRITTEN:
+        run_id = f"s_{s_written}_h_{h_written}"
+        code, output = run_in_process(spark, [
+            "--config", str(ROOT / "conf" / "examples" / "wbcd.yaml"), "--run-id", run_id,
+            "--set", f"original.path={tmp_path / 'original.csv'}",
+            "--set", f"synthetic.path={tmp_path / f's_{s_written}.csv'}",
+            "--set", f"holdout={{path: {tmp_path / f'h_{h_written}.csv'}}}",
+            "--set", "metrics={distance: {holdout_distance_share: {target: 0.05}}}",
+            "--set", f"results.warehouse={warehouse}", "--set", "results.database=holdout_types",
+        ])
+        assert code == 0, output[-5000:]
+        (row,) = spark.read.parquet(str(warehouse / "holdout_types.db" / "metric_results")).filter(
+            f"run_id = '{run_id}'").collect()
+        shares[run_id] = row["value"]
+    assert expected["holdout_expected"] == 500 / 683
+    for run_id, share in shares.items():
+        assert math.isclose(share, expected["holdout_share"], rel_tol=CLOSE), (run_id, share, expected["holdout_share"])
+    assert len(set(shares.values())) == 1, shares

@@ -65,6 +65,16 @@ def test_minimal_config_takes_defaults_and_resolves_paths(tmp_path):
     assert config.results.database == "privacy_eval"
 
 
+def test_whole_numbers_up_to_64_bits_and_numbers_up_to_a_double_load(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL), [
+        f"metrics.distance.local_cloaking.cap={2**63 - 1}", f"metrics.distance.components={2**63 - 1}",
+        f"metrics.row_direct_match.target={10**2}", "metrics.linkage={targets: [a], ridge: 1.7976931348623157e+308}",
+    ])
+    assert config.metrics.distance.local_cloaking.cap == 2**63 - 1
+    assert config.metrics.distance.components == 2**63 - 1
+    assert config.metrics.linkage.ridge == 1.7976931348623157e308
+
+
 def test_example_configs_load():
     for name in ("wbcd", "aids"):
         config = load_config(ROOT / "conf" / "examples" / f"{name}.yaml")
@@ -196,6 +206,17 @@ def test_unreadable_and_invalid_files(tmp_path):
         (lambda: RowDirectMatchConfig(target=120.0), {"metrics": {"row_direct_match": {"target": 120}}},
          "key 'metrics.row_direct_match.target' must lie in 0..100 (percent)"),
         (lambda: MetricsConfig(), {"metrics": {}}, "key 'metrics' must name at least one metric"),
+        # YAML reads integers of any length: beyond a 64-bit integer or a double they would
+        # fail late (Spark literals, numpy), or wrap.
+        (lambda: LocalCloakingConfig(cap=2**63), {"metrics": {"distance": {"local_cloaking": {"cap": 2**63}}}},
+         "key 'metrics.distance.local_cloaking.cap' must fit a 64-bit integer (at most 9223372036854775807 in size)"),
+        (lambda: LinkageConfig(targets=["a"], top_k=[1, -(2**63) - 1]),
+         {"metrics": {"linkage": {"targets": ["a"], "top_k": [1, -(2**63) - 1]}}},
+         "key 'metrics.linkage.top_k[1]' must fit a 64-bit integer (at most 9223372036854775807 in size)"),
+        (lambda: LinkageConfig(targets=["a"], ridge=10**400), {"metrics": {"linkage": {"targets": ["a"], "ridge": 10**400}}},
+         "key 'metrics.linkage.ridge' must fit a double (at most about 1.8e308 in size)"),
+        (lambda: DistanceConfig(components=2**63), {"metrics": {"distance": {"components": 2**63}}},
+         "key 'metrics.distance.components' must be a whole number >= 1 or 'all', got 9223372036854775808"),
         (lambda: ResultsConfig(database="my-db"), {"results": {"database": "my-db"}},
          "key 'results.database' must be letters, digits and underscores, not starting with a digit"),
     ],

@@ -1,8 +1,12 @@
-"""The distance kernel's capped cloaking count against a brute-force scan (no Spark)."""
+"""The distance kernel (no Spark): the capped cloaking count against a brute-force scan,
+and the scaled coordinates of values of any size."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from privacy_eval.distance import kernel
@@ -57,3 +61,31 @@ def test_continuous_data_with_balls_of_every_size(ball_factor, monkeypatch):
 def test_empty_sides():
     closer, either = cloaking_in_chunk(np.zeros((0, 2)), np.ones((3, 2)), np.ones(3), 10)
     assert not closer.any() and (either == 0).all()
+
+
+def test_a_rescaled_column_gives_the_coordinates_of_its_ordinary_values():
+    """A column read as x·2^-e with its moments in those units (frames.binary_exponent)
+    gets the coordinates the column divided by 2^e gets natively, bit for bit; a value
+    whose coordinate would exceed MAX_COORDINATE (or overflow) is reported, not used."""
+    from privacy_eval.frames import binary_exponent
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(3.0, 2.0, 200)
+    mean, sd = float(x.mean()), float(x.std())
+    plain = kernel.Scaling(("x",), (mean,), (sd,), (), (), ())
+    z_plain, imputed, far = kernel.scaled(pd.DataFrame({"x": x}), plain)
+    assert (far == -1).all() and (imputed == 0).all()
+    for power in (664, 1015, -664, -900):
+        big = np.ldexp(x, power)
+        e = binary_exponent(float(np.abs(big).max()))
+        assert e != 0 and 0.5 <= np.abs(np.ldexp(big, -e)).max() < 1.0
+        # the moments of x·2^-e: those of x times 2^(power - e), exactly
+        rescaled = kernel.Scaling(("x",), (math.ldexp(mean, power - e),), (math.ldexp(sd, power - e),), (), (), (), (e,))
+        z, _, far = kernel.scaled(pd.DataFrame({"x": big}), rescaled)
+        assert (z == z_plain).all(), power
+        assert (far == -1).all()
+    outliers = pd.DataFrame({"x": [mean, mean + sd * 2e150, 1.7e308, -np.inf]})
+    _, imputed, far = kernel.scaled(outliers, kernel.Scaling(("x",), (-1.7e308,), (1.0,), (), (), ()))
+    assert far.tolist() == [0, 0, 0, -1] and imputed.tolist() == [0, 0, 0, 1]
+    _, _, far = kernel.scaled(outliers.iloc[:2], plain)
+    assert far.tolist() == [-1, 0]

@@ -48,6 +48,7 @@ def test_accepted(run_id):
         ("a\u202eb", "U+202E"),  # right-to-left override
         ("a\ufeff", "U+FEFF"),
         ("a\udcff", "U+DCFF"),  # an undecodable byte of the command line (surrogateescape)
+        ("run\ufffd", "U+FFFD, the replacement character (position 4)"),  # the same byte after spark-submit
         ("__HIVE_DEFAULT_PARTITION__", "--run-id __HIVE_DEFAULT_PARTITION__ is reserved by Spark (it reads it back as null)"),
         ("x" * 249, "--run-id is too long: its partition folder name (run_id=<id>, UTF-8, with Spark's %XX escapes) "
                     "would be 256 bytes, at most 255"),

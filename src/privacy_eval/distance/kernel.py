@@ -23,6 +23,11 @@ from scipy.spatial import cKDTree
 TIE = 1e-9
 # A constant column (sd at or below this) is scaled by 1.
 TINY_SD = 2.2e-308
+# A coordinate larger than this in size (a value that many of the original's standard
+# deviations from its mean) is refused: the squared distances of up to MAX_WIDTH (2000)
+# coordinates, each below 2 * sqrt(2000) * 1e150 once projected, stay below 1.6e307,
+# short of the largest double (1.8e308).
+MAX_COORDINATE = 1e150
 
 
 @dataclass(frozen=True)
@@ -37,23 +42,34 @@ class Scaling:
     # Per categorical column: its modalities (None = the null modality) and shares.
     modalities: tuple[tuple[str | None, ...], ...]
     shares: tuple[tuple[float, ...], ...]
+    # Per numeric column, e: its values are read as x·2^-e, in which units its mean and
+    # sd are given (frames.binary_exponent); empty: 0 for every column.
+    exponents: tuple[int, ...] = ()
 
     @property
     def width(self) -> int:
         return len(self.numeric) + sum(len(m) for m in self.modalities)
 
 
-def scaled(batch: pd.DataFrame, scaling: Scaling) -> tuple[np.ndarray, np.ndarray]:
-    """(Z, imputed): the batch's scaled vectors (rows x width) and, per row, how many
-    numeric cells were null, NaN or infinite (imputed at the original's mean: 0)."""
+def scaled(batch: pd.DataFrame, scaling: Scaling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Z, imputed, far): the batch's scaled vectors (rows x width); per row, how many
+    numeric cells were null, NaN or infinite (imputed at the original's mean: 0); and
+    per row the first numeric column whose coordinate exceeds MAX_COORDINATE in size,
+    or -1."""
     n = len(batch)
     z = np.zeros((n, scaling.width))
     imputed = np.zeros(n, dtype=np.int64)
-    for j, (name, mean, sd) in enumerate(zip(scaling.numeric, scaling.means, scaling.sds)):
+    far = np.full(n, -1, dtype=np.int64)
+    exponents = scaling.exponents or (0,) * len(scaling.numeric)
+    for j, (name, mean, sd, e) in enumerate(zip(scaling.numeric, scaling.means, scaling.sds, exponents)):
         x = pd.to_numeric(batch[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
         bad = ~np.isfinite(x)
         imputed += bad
-        z[:, j] = np.where(bad, 0.0, (np.where(bad, mean, x) - mean) / sd)
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused through `far`
+            if e:
+                x = np.ldexp(x, -e)  # exact: the column's units (Scaling.exponents)
+            z[:, j] = np.where(bad, 0.0, (np.where(bad, mean, x) - mean) / sd)
+        far[(far < 0) & ~(np.abs(z[:, j]) <= MAX_COORDINATE)] = j
     j = len(scaling.numeric)
     for name, modalities, shares in zip(scaling.categorical, scaling.modalities, scaling.shares):
         values = batch[name]
@@ -64,7 +80,7 @@ def scaled(batch: pd.DataFrame, scaling: Scaling) -> tuple[np.ndarray, np.ndarra
             # (1[x = k] - p) / sqrt(p), with both constants computed once.
             z[:, j] = np.where(hit, (1.0 - p) / np.sqrt(p), -p / np.sqrt(p))
             j += 1
-    return z, imputed
+    return z, imputed, far
 
 
 def projected(z: np.ndarray, basis: np.ndarray | None) -> np.ndarray:

@@ -33,7 +33,7 @@ from privacy_eval.distance.search import (
     cut_into_cells,
     nearest_distances,
 )
-from privacy_eval.distance.space import EIGEN_TIE, IMPUTED, Space, fit_space, project
+from privacy_eval.distance.space import EIGEN_TIE, Space, counted, fit_space, project
 from privacy_eval.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,8 @@ def distance_metrics(
     h = placed(holdout, []) if holdout is not None and HOLDOUT in chosen else None
     cached: list[DataFrame] = [frame for frame in (o, s, h) if frame is not None]
     try:
-        sizes = {side: _counted(frame) for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
+        sizes = {side: counted(frame, side, space.scaling)
+                 for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
         n, m = sizes["original"][0], sizes["synthetic"][0]
         if h is not None and sizes["holdout"][0] == 0:
             raise InputError(EMPTY_HOLDOUT)
@@ -184,12 +185,6 @@ def _wide_space_warnings(k: int, pairs: int, n: int, m: int, max_core_hours: flo
             "or raise 'metrics.distance.max_core_hours'"
         )
     return (f"{said}",) if hours > 1 / 60 else ()
-
-
-def _counted(frame: DataFrame) -> tuple[int, int]:
-    """(records, imputed cells) of a projected side; also fills its cache."""
-    row = frame.agg(F.count(F.lit(1)).alias("n"), F.sum(IMPUTED).alias("imputed")).collect()[0]
-    return int(row["n"]), int(row["imputed"] or 0)
 
 
 def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str], cells: Cells) -> DataFrame:

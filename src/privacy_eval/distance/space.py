@@ -19,9 +19,9 @@ import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from privacy_eval.distance.kernel import TINY_SD, Scaling, coordinate_names, projected, scaled
+from privacy_eval.distance.kernel import MAX_COORDINATE, TINY_SD, Scaling, coordinate_names, projected, scaled
 from privacy_eval.errors import InputError
-from privacy_eval.frames import finite_double, qcol
+from privacy_eval.frames import binary_exponent, finite_double, qcol, rescaled_moments
 
 # A categorical column with more modalities than this is an identifier or free text, not
 # a variable of a FAMD: each modality is one coordinate and ZᵀZ grows with their square.
@@ -32,6 +32,7 @@ MAX_WIDTH = 2000
 # order of summation (the partitioning) moved distances by a few 1e-12.
 EIGEN_TIE = 1e-6
 IMPUTED = "__imputed"
+FAR = "__far"
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,22 @@ def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]
     n = int(stats["n"])
     if n == 0:
         raise InputError("metrics.distance: the original has no rows to fit the space on")
-    means, sds = [], []
+    exponents = []
     for i in range(len(nums)):
-        lo, hi, mean, sd = stats[f"lo{i}"], stats[f"hi{i}"], stats[f"m{i}"], stats[f"s{i}"]
+        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
         if lo is None:
             raise InputError(
                 f"metrics.distance: numeric column '{nums[i]}' has no finite value in the original (its mean "
                 "is undefined); leave it out with 'metrics.distance.columns'"
             )
+        exponents.append(0 if lo == hi else binary_exponent(max(abs(lo), abs(hi))))
+    moments = {i: (stats[f"m{i}"], stats[f"s{i}"]) for i in range(len(nums))}
+    # Beyond native moments (frames.RESCALE_ABOVE): those of x·2^-e, one more pass.
+    moments.update(rescaled_moments(original, nums, exponents, F.stddev_pop))
+    means, sds = [], []
+    for i in range(len(nums)):
+        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
+        mean, sd = moments[i]
         if lo == hi:
             # Constant: told by min = max, not by a rounded sd such as 1e-17 for a column
             # of 0.1s, which would blow rounding residues up to O(1).
@@ -115,7 +124,7 @@ def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]
             means.append(float(mean))
             sds.append(float(sd) if float(sd) > TINY_SD else 1.0)
     modalities, shares = _modalities(original, cats, n)
-    return Scaling(tuple(nums), tuple(means), tuple(sds), tuple(cats), modalities, shares)
+    return Scaling(tuple(nums), tuple(means), tuple(sds), tuple(cats), modalities, shares, tuple(exponents))
 
 
 def _modalities(original: DataFrame, cats: Sequence[str], n: int) -> tuple[tuple, tuple]:
@@ -150,7 +159,7 @@ def _gram(frame: DataFrame, scaling: Scaling) -> np.ndarray:
 
         total = np.zeros((width, width))
         for batch in batches:
-            z, _ = scaled(batch.to_pandas(), scaling)
+            z, _, _ = scaled(batch.to_pandas(), scaling)  # the original's own values are never far
             total += z.T @ z
         yield pa.RecordBatch.from_pydict({"g": [total.ravel().tolist()]})
 
@@ -163,7 +172,8 @@ def _gram(frame: DataFrame, scaling: Scaling) -> np.ndarray:
 
 def project(frame: DataFrame, space: Space, columns: Sequence[str], numeric: Sequence[str], keep: Sequence[str]) -> DataFrame:
     """`keep` columns of `frame` and the record's coordinates in the space (`__c0`...),
-    plus IMPUTED, its count of imputed numeric cells."""
+    plus IMPUTED, its count of imputed numeric cells, and FAR, the first numeric column
+    whose coordinate is too large (kernel.MAX_COORDINATE), or -1 (see `counted`)."""
     names = coordinate_names(space.components)
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import _parse_datatype_string
@@ -171,7 +181,7 @@ def project(frame: DataFrame, space: Space, columns: Sequence[str], numeric: Seq
     kept_schema = frame.select(*(qcol(k) for k in keep)).schema
     schema = ", ".join(
         [f"`{f.name}` {f.dataType.simpleString()}" for f in kept_schema.fields]
-        + [f"{n} double" for n in names] + [f"{IMPUTED} long"]
+        + [f"{n} double" for n in names] + [f"{IMPUTED} long", f"{FAR} long"]
     )
     arrow_schema = to_arrow_schema(_parse_datatype_string(schema))
     scaling, basis, kept = space.scaling, space.basis, list(keep)
@@ -181,12 +191,31 @@ def project(frame: DataFrame, space: Space, columns: Sequence[str], numeric: Seq
 
         for batch in batches:
             pdf = batch.to_pandas()
-            z, imputed = scaled(pdf, scaling)
-            coords = projected(z, basis)
+            z, imputed, far = scaled(pdf, scaling)
+            with np.errstate(invalid="ignore"):  # a far record's inf * 0: refused by `counted`
+                coords = projected(z, basis)
             arrays = [batch.column(k) for k in kept]
             arrays += [pa.array(coords[:, j]) for j in range(coords.shape[1])]
-            arrays.append(pa.array(imputed))
+            arrays += [pa.array(imputed), pa.array(far)]
             yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
     selected = frame.select(*(qcol(k) for k in keep), *typed_columns(frame, columns, numeric))
     return selected.mapInArrow(run, schema)
+
+
+def counted(frame: DataFrame, side: str, scaling: Scaling) -> tuple[int, int]:
+    """(records, imputed cells) of a side `project`ed (filling its cache); refuses a side
+    with a coordinate beyond kernel.MAX_COORDINATE, before any distance is computed."""
+    far = F.col(FAR) >= 0
+    row = frame.agg(
+        F.count(F.lit(1)).alias("n"), F.sum(IMPUTED).alias("imputed"),
+        F.count(F.when(far, 1)).alias("far"), F.min(F.when(far, F.col(FAR))).alias("column"),
+    ).collect()[0]
+    if row["far"]:
+        raise InputError(
+            f"metrics.distance: numeric column '{scaling.numeric[int(row['column'])]}' has {row['far']} value(s) in "
+            f"the {side} table so far from the original's values that their coordinate exceeds {MAX_COORDINATE:g} "
+            "(in standard deviations of the original), and distances to them would overflow; fix those values or "
+            "leave the column out with 'metrics.distance.columns'"
+        )
+    return int(row["n"]), int(row["imputed"] or 0)

@@ -347,6 +347,7 @@ def prepare_sides(
             "null/NaN/infinite target value (drop_incomplete)"
         )
     _check_attackable(stats, plan.targets)
+    _check_spans(stats, plan.targets)
     return PreparedSides(orig, syn, integral_key, stats, tuple(warnings))
 
 
@@ -391,4 +392,20 @@ def _check_attackable(stats: tuple[SideStats, SideStats], targets: Sequence[str]
             f"linkage: fewer than 2 distinct original records on the targets: every target column "
             f"({', '.join(repr(t) for t in targets)}) is constant over the originals, so no "
             "candidate can be told apart"
+        )
+
+
+def _check_spans(stats: tuple[SideStats, SideStats], targets: Sequence[str]) -> None:
+    """Refuse a target whose values, over both sides, span more than the largest double:
+    the differences the scores are made of (and the weighted method's range) would be
+    infinite, and the column would drop out of the weighted score."""
+    mom_o, mom_s = stats[0].moments, stats[1].moments
+    with np.errstate(over="ignore"):
+        spans = np.maximum(mom_o.col_max, mom_s.col_max) - np.minimum(mom_o.col_min, mom_s.col_min)
+    if not np.isfinite(spans).all():
+        j = int(np.flatnonzero(~np.isfinite(spans))[0])
+        raise InputError(
+            f"linkage: target column '{targets[j]}' has values too large in size for the attack's arithmetic: "
+            "their span (max - min over both tables) is beyond the largest double, 1.8e308; divide the column by a "
+            "power of ten on both sides, or leave it out of 'targets'"
         )

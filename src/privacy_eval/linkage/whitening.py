@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
 from privacy_eval.linkage.kernel.whitening import (
@@ -70,13 +72,30 @@ def whiten(
 
 def _whitening(original: Moments, synthetic: Moments, config: LinkageConfig, targets: Sequence[str]) -> Whitening:
     side = _COVARIANCE_SIDE[config.cov_from]
-    mom = {"raw": original, "anon": synthetic, "pooled": original.merge(synthetic)}[config.cov_from]
+    with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
+        mom = {"raw": original, "anon": synthetic, "pooled": original.merge(synthetic)}[config.cov_from]
     if mom.n < 2:
         raise InputError(
             f"linkage: need at least 2 {side} records to estimate the covariance (cov_from: "
             f"{config.cov_from}); got {mom.n}"
         )
-    _, cov = mom.covariance()
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, cov = mom.covariance()
+    # Beyond a double, or below its normal range while the column is not constant: either
+    # would be dropped as if constant, or fail to invert.
+    for failed, size, bound, remedy in (
+        (~(np.isfinite(cov).all(axis=1) & np.isfinite(mean)), "large",
+         "a variance or mean beyond the largest double, 1.8e308", "divide"),
+        ((np.diag(cov) < np.finfo(float).tiny) & (mom.col_min != mom.col_max), "small",
+         "a variance below the smallest normal double, 2.2e-308", "multiply"),
+    ):
+        if failed.any():
+            raise InputError(
+                f"linkage: target column '{targets[int(np.flatnonzero(failed)[0])]}' has values too {size} in size "
+                f"for the covariance of the Mahalanobis method over the {side} records ({bound}); "
+                f"{remedy} the column by a power of ten on both sides, or leave it out of 'targets' or the method "
+                "out of 'methods'"
+            )
     try:
         return whitening_from_covariance(cov, float(config.ridge))
     except ValueError as exc:

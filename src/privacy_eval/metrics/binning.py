@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.errors import InputError
-from privacy_eval.frames import finite_double, qcol
+from privacy_eval.frames import binary_exponent, finite_double, qcol, rescaled, rescaled_moments
 
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest values of a known variable in U from which its grid (step, origin) is published.
@@ -21,13 +21,19 @@ MIN_GRID_SUPPORT = 10
 
 @dataclass(frozen=True)
 class BinGrid:
-    """The grid of one numeric known variable: bin(x) = floor((x - origin) / step)."""
+    """The grid of one numeric known variable: bin(x) = floor((x - origin) / step).
+
+    Step and origin are in the variable's units x·2^-exponent (frames.binary_exponent:
+    0, the values as they are, unless their size is beyond native moments); the bins,
+    a ratio, are the same in any such units, and exactly so, powers of two being exact.
+    """
 
     variable: str
     step: float
     origin: float
     step_source: str   # "mean" (0.05 * |mean| of U) or "configured"
     support: int | None = None  # finite values of the variable in U; None: not counted
+    exponent: int = 0
 
     def published(self) -> dict:
         """Step and origin for the results, unless they would disclose record values.
@@ -37,10 +43,11 @@ class BinGrid:
         MIN_GRID_SUPPORT values the figures are withheld (a configured step is the
         user's own number and stays).
         """
+        step, origin = math.ldexp(self.step, self.exponent), math.ldexp(self.origin, self.exponent)
         if self.support is None or self.support >= MIN_GRID_SUPPORT:
-            return {"step": self.step, "origin": self.origin, "step_from": self.step_source}
+            return {"step": step, "origin": origin, "step_from": self.step_source}
         return {
-            "step": self.step if self.step_source == "configured" else None,
+            "step": step if self.step_source == "configured" else None,
             "origin": None,
             "step_from": self.step_source,
             "withheld": f"computed from {self.support} value(s) (< {MIN_GRID_SUPPORT}); they would disclose them",
@@ -55,6 +62,8 @@ def bin_grids(
     One aggregation over U; only these few numbers reach the driver. Nulls, NaNs and
     infinities are left out of the statistics (NaN would poison the mean, an infinity
     the mean, sd and origin alike); each still gets a bin of its own in the profiles.
+    A variable whose values are too large or too small in size for native moments
+    (frames.RESCALE_ABOVE) gets them from one more aggregation, on x·2^-e.
     """
     if not numeric_known:
         return ()
@@ -66,13 +75,20 @@ def bin_grids(
             F.stddev_samp(x).alias(f"sd{i}"),
             F.min(x).alias(f"min{i}"),
             F.count(x).alias(f"count{i}"),
+            F.max(x).alias(f"max{i}"),
         ]
-    stats = singletons.agg(*aggregates).collect()[0]
+    stats = singletons.agg(*aggregates).collect()[0].asDict()
+    exponents = [
+        binary_exponent(max(abs(stats[f"min{i}"]), abs(stats[f"max{i}"]))) if stats[f"min{i}"] is not None else 0
+        for i in range(len(numeric_known))
+    ]
+    for i, (mean, sd) in rescaled_moments(singletons, numeric_known, exponents, F.stddev_samp).items():
+        stats[f"mean{i}"], stats[f"sd{i}"] = mean, sd
     grids = []
     for i, v in enumerate(numeric_known):
-        mean, sd, low = stats[f"mean{i}"], stats[f"sd{i}"], stats[f"min{i}"]
+        mean, sd, low, e = stats[f"mean{i}"], stats[f"sd{i}"], stats[f"min{i}"], exponents[i]
         if v in bin_width:
-            step, source = float(bin_width[v]), "configured"
+            step, source = math.ldexp(float(bin_width[v]), -e), "configured"
         else:
             step = RELATIVE_BIN_WIDTH * abs(mean) if mean is not None else float("nan")
             source = "mean"
@@ -87,10 +103,19 @@ def bin_grids(
             low = 0.0
         # sd with n - 1 is undefined for a single value; the grid then starts at the min.
         spread = sd if sd is not None and math.isfinite(sd) else 0.0
-        grids.append(BinGrid(
-            variable=v, step=step, origin=low - spread / 10.0, step_source=source,
-            support=int(stats[f"count{i}"]),
-        ))
+        grid = BinGrid(
+            variable=v, step=step, origin=math.ldexp(low, -e) - spread / 10.0, step_source=source,
+            support=int(stats[f"count{i}"]), exponent=e,
+        )
+        try:
+            grid.published()
+        except OverflowError:  # min - sd/10 beyond the largest double: the grid cannot be reported
+            raise InputError(
+                f"knowledge_protection: known variable '{v}' has values so close to the largest double that its "
+                "bin grid's origin (min - sd/10 over the original records that occur once) is beyond it; "
+                f"declare it under 'categorical' or rescale it"
+            ) from None
+        grids.append(grid)
     return tuple(grids)
 
 
@@ -102,15 +127,34 @@ def bin_column(grid: BinGrid) -> Column:
     hence so is t - t % 1.0. Null stays null, NaN stays NaN and +-inf stay themselves,
     each a bin of its own.
     """
-    t = (qcol(grid.variable).cast("double") - F.lit(grid.origin)) / F.lit(grid.step)
+    t = _bin_position(grid)
     truncated = t - t % F.lit(1.0)
     floored = F.when(truncated > t, truncated - F.lit(1.0)).otherwise(truncated)
     infinite = F.abs(t) == F.lit(float("inf"))
     return F.when(infinite, t).otherwise(floored).alias(grid.variable)
 
 
-def profiles(frame: DataFrame, known: Sequence[str], grids: Sequence[BinGrid], keep: Sequence[str] = ()) -> DataFrame:
+def _bin_position(grid: BinGrid) -> Column:
+    """(x - origin) / step, in the grid's units."""
+    x = rescaled(qcol(grid.variable).cast("double"), grid.exponent)
+    return (x - F.lit(grid.origin)) / F.lit(grid.step)
+
+
+def beyond_grid(grid: BinGrid) -> Column:
+    """Whether a finite value's bin is infinite: more than the largest double in bin
+    widths from the origin, where distinct values could no longer be told apart."""
+    return finite_double(grid.variable).isNotNull() & (F.abs(_bin_position(grid)) == F.lit(float("inf")))
+
+
+def profiles(
+    frame: DataFrame, known: Sequence[str], grids: Sequence[BinGrid], keep: Sequence[str] = (),
+    flags: Sequence[str] = (),
+) -> DataFrame:
     """Each record's tuple over the known variables, numeric ones binned (and the
-    columns `keep` as they are)."""
+    columns `keep` as they are); `flags[j]`, if given, the name of a column telling
+    whether the record is `beyond_grid(grids[j])`."""
     by_name = {g.variable: g for g in grids}
-    return frame.select(*(bin_column(by_name[v]) if v in by_name else qcol(v) for v in known), *keep)
+    return frame.select(
+        *(bin_column(by_name[v]) if v in by_name else qcol(v) for v in known), *keep,
+        *(beyond_grid(g).alias(name) for g, name in zip(grids, flags)),
+    )

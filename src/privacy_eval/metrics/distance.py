@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import types as T
-
 from privacy_eval.config import DistanceConfig
 from privacy_eval.errors import InputError
 from privacy_eval.inputs import KEY
@@ -45,17 +43,9 @@ def _check(inputs: EvaluationInputs, config: DistanceConfig) -> None:
         raise InputError("metrics.distance.holdout_distance_share needs a 'holdout' table")
     from privacy_eval.distance.metrics import EMPTY_HOLDOUT
 
-    if inputs.holdout.isEmpty():  # before the types: a header-only CSV reads as text
+    _, n_holdout = inputs.typed_holdout(distance_columns(inputs, config))  # refuses what does not convert
+    if n_holdout == 0:
         raise InputError(EMPTY_HOLDOUT)
-    fields = {f.name: f.dataType for f in inputs.holdout.schema.fields}
-    for name in distance_columns(inputs, config):
-        if name not in fields:
-            raise InputError(f"holdout: column '{name}' (compared by metrics.distance) is missing from the holdout table")
-        if name in inputs.numeric and not isinstance(fields[name], T.NumericType):
-            raise InputError(
-                f"holdout: column '{name}' is numeric in the original but {fields[name].simpleString()} in the holdout; "
-                f"cast it with 'cast: {{{name}: double}}' or fix the holdout"
-            )
 
 
 def _compute(shared: Shared, config: DistanceConfig) -> DistanceResult:
@@ -64,9 +54,11 @@ def _compute(shared: Shared, config: DistanceConfig) -> DistanceResult:
     inputs = shared.inputs
     chosen = config.selected(inputs.holdout is not None)
     cloaking = chosen.get(LOCAL_CLOAKING)
+    columns = distance_columns(inputs, config)
+    holdout = inputs.typed_holdout(columns)[0] if HOLDOUT in chosen else None
     return distance_metrics(
-        inputs.original, inputs.synthetic, KEY, distance_columns(inputs, config), inputs.numeric, list(chosen),
-        components=config.components, cap=cloaking.cap if cloaking is not None else 1000, holdout=inputs.holdout,
+        inputs.original, inputs.synthetic, KEY, columns, inputs.numeric, list(chosen),
+        components=config.components, cap=cloaking.cap if cloaking is not None else 1000, holdout=holdout,
         cell_records=config.cell_records, max_core_hours=config.max_core_hours,
     )
 

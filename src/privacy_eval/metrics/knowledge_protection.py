@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 NAME = "knowledge_protection_rate"
 
 _SINGLETONS = INTERNAL_PREFIX + "singletons"  # U rows with a given profile
+_BEYOND = INTERNAL_PREFIX + "beyond"  # a value whose bin is infinite (binning.beyond_grid)
 
 
 @dataclass(frozen=True)
@@ -78,16 +79,29 @@ def knowledge_protection_rate(
     # tasks, each task's partial counts repeat the others' (this pass took 108 s at 1e8;
     # 78-91 s read by 8 tasks).
     grouped = occurrences.coalesce(shuffle_partitions(occurrences.sparkSession))
-    per_profile = profiles(grouped, known, grids, keep=(N_ORIGINAL, N_SYNTHETIC)).groupBy(
+    # Per grid, whether some value's bin is infinite (binning.beyond_grid): counted in
+    # the same passes, refused below.
+    beyond = [f"{_BEYOND}{j}" for j in range(len(grids))]
+    per_profile = profiles(grouped, known, grids, keep=(N_ORIGINAL, N_SYNTHETIC), flags=beyond).groupBy(
         *(qcol(v) for v in known)
     ).agg(
         F.sum(N_SYNTHETIC).alias(N_SYNTHETIC),
         F.count(F.when(F.col(N_ORIGINAL) == 1, 1)).alias(_SINGLETONS),
+        *(F.max(F.col(flag)).alias(flag) for flag in beyond),
     )
-    counts = per_profile.filter(F.col(N_SYNTHETIC) == 1).agg(
-        F.count(F.lit(1)).alias("unique_profiles"),
-        F.coalesce(F.sum(_SINGLETONS), F.lit(0)).alias("exposed"),
+    unique = F.col(N_SYNTHETIC) == 1
+    counts = per_profile.agg(
+        F.count(F.when(unique, 1)).alias("unique_profiles"),
+        F.coalesce(F.sum(F.when(unique, F.col(_SINGLETONS))), F.lit(0)).alias("exposed"),
+        *(F.max(F.col(flag)).alias(flag) for flag in beyond),
     ).collect()[0]
+    for grid, flag in zip(grids, beyond):
+        if counts[flag]:
+            raise InputError(
+                f"knowledge_protection: known variable '{grid.variable}' has values more than the largest double "
+                "(1.8e308) in bin widths from its grid's origin, whose bins could not be told apart; give a wider "
+                f"'metrics.knowledge_protection.bin_width.{grid.variable}' or declare it under 'categorical'"
+            )
     return KnowledgeProtectionResult(
         n_original=n_original,
         n_singletons=n_singletons,
