@@ -25,7 +25,6 @@ from tests.support.examples import EXAMPLES
 
 NAN = float("nan")
 IDENTITY = ("UiO", "UiS", "UiOiS", "repU")
-COUNTS = ("DiSCO_records", "Dorig_records", "N_b", "denom_TCAP", "max_denom")
 
 
 def run(spark, original, synthetic, schema, config: DisclosureConfig, id_column: str = "id"):
@@ -53,8 +52,7 @@ def assert_matches_oracle(rows, original: pd.DataFrame, synthetic: pd.DataFrame,
         got = attrib.details["per_target"][target]
         for key in TARGET_KEYS:
             assert _close(got[key], expected[key]), (target, key, got[key], expected[key])
-        for key in COUNTS:
-            assert got[key] == expected[key], (target, key, got[key], expected[key])
+        assert got["records"] == expected["records"], target
         assert got["check_1way"].keys() == expected["check_1way"].keys()
         assert all(_close(v, expected["check_1way"][k]) for k, v in got["check_1way"].items()), target
         assert got["check_2way"] == expected["check_2way"], target
@@ -163,7 +161,7 @@ def test_a_numeric_key_grouped_by_pooled_quantiles(spark):
     config = DisclosureConfig(keys=["age"], targets=["t"], bins={"age": 3})
     rows = run(spark, BIN_ORIGINAL, BIN_SYNTHETIC, BIN_SCHEMA, config)
     attrib = rows["attribute_disclosure"]
-    assert attrib.numerator == 3 and attrib.details["per_target"]["t"]["Dorig_records"] == 4
+    assert attrib.numerator == 3 and attrib.details["per_target"]["t"]["records"]["Dorig"] == 4
     assert attrib.details["bins"] == {"age": {"groups_asked": 3, "groups": 3, "style": "quantile", "infinite_values": 0}}
     assert_matches_oracle(rows, frame(BIN_ORIGINAL, BIN_SCHEMA), frame(BIN_SYNTHETIC, BIN_SCHEMA), config)
 

@@ -199,8 +199,9 @@ def disclosure(
         "TCAPs": (pu * tab_ktd).sum() / ns * 100,
         "TCAP": (pu * tab_ktd).sum() / denom_tcap * 100 if denom_tcap else None,
     }
-    counts = {"DiSCO_records": int(tab_DiSCO.sum()), "Dorig_records": int(did.sum()), "N_b": int(nsboth),
-              "denom_TCAP": int(denom_tcap),
+    records = {"Dorig": did, "Dsyn": dis, "iS": tab_iS, "DiS": tab_DiS, "DiSCO": tab_DiSCO, "DiSDiO": tab_DiSDiO}
+    counts = {"records": {k: int(v.sum()) for k, v in records.items()} | {"N_b": int(nsboth),
+                                                                         "denom_TCAP": int(denom_tcap)},
               **{f"{k}_records": int(v) for k, v in (
                   ("UiO", (tab_kd == 1).sum()), ("UiS", (tab_ks == 1).sum()),
                   ("UiOiS", ((tab_kd == 1) & ks_present).sum()), ("repU", ((tab_ks == 1) & (tab_kd == 1)).sum()))}}

@@ -25,6 +25,7 @@ from privacy_eval.frames import (
     counts_per_column_value,
     persist_aggregate,
     qcol,
+    whole_row_shuffles,
 )
 from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.quantile_groups import Grouping, quantile_groups
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
 
 FIGURE = "disclosure.png"
 _TARGET = INTERNAL_PREFIX + "target"          # the target's position in `targets`
-_S_KEY = INTERNAL_PREFIX + "s_key"            # s_.q: synthetic records with the cell's key
-_DISCO = INTERNAL_PREFIX + "disco"            # d_tq of a DiSCO cell (after the cut), else 0
+_DISCO = INTERNAL_PREFIX + "disco"            # a key's DiSCO records (after the cut)
+_LEVEL = INTERNAL_PREFIX + "level"            # the one target value the release shows for a key
 
 # Per target, in details["per_target"]: the figures the report prints, in this order.
 TARGET_KEYS = (
@@ -152,7 +153,6 @@ def disclosure_measures(
     of both tables with the targets unpivoted (frames.counts_per_column_value): one row
     per (target, key, value) with d_tq and s_tq, for every target at once.
     """
-    d_cell, s_cell = F.col(N_ORIGINAL), F.col(N_SYNTHETIC)
     by_column = {g.column: g for g in groupings}
     grouped = [by_column[c].column_expr() if c in by_column else qcol(c) for c in (*keys, *targets)]
     cells, slots = counts_per_column_value(
@@ -162,18 +162,19 @@ def disclosure_measures(
     def cut(x: Column) -> Column:
         return x if denom_lim is None else F.when(x <= denom_lim, x).otherwise(0)
 
-    per_key = Window.partitionBy(_TARGET, *(qcol(k) for k in keys))
-    s_key = F.col(_S_KEY)
-    marked = persist_aggregate(
-        cells.withColumn(_S_KEY, F.sum(s_cell).over(per_key))
-        .withColumn(_DISCO, cut(F.when((s_cell > 0) & (s_cell == s_key), d_cell).otherwise(0)))
-    )
+    # One row per record and target in the first shuffle, and as many cells at worst
+    # (near-unique keys or values): its tasks are sized as for whole rows of that width.
+    with whole_row_shuffles(cells.sparkSession, (n_original + n_synthetic) * len(targets), len(cells.columns)):
+        cells = persist_aggregate(cells)
+        per_key = persist_aggregate(_per_key(cells, keys, slots, cut))
     try:
-        sums = {int(r[_TARGET]): r.asDict() for r in _per_key(marked, keys, cut, denom_lim).collect()}
-        levels = {int(r[_TARGET]): r.asDict() for r in _per_level(marked, slots, cut).collect()}
-        pairs = _two_way_pairs(marked, keys, slots, thresh_2way)
+        sums = {int(r[_TARGET]): r.asDict() for r in _per_target(per_key, denom_lim).collect()}
+        levels = {int(r[_TARGET]): r.asDict() for r in _per_level(cells, per_key, slots, cut).collect()}
+        checked = [i for i, q in sums.items() if (q["max_denom"] or 0) > thresh_2way[0]]  # others: no pair
+        pairs = _two_way_pairs(cells, per_key, keys, slots, thresh_2way, checked) if checked else {}
     finally:
-        marked.unpersist()
+        per_key.unpersist()
+        cells.unpersist()
     return DisclosureResult(
         keys=tuple(keys), n_original=n_original, n_synthetic=n_synthetic, groupings=tuple(groupings),
         targets=tuple(
@@ -183,25 +184,36 @@ def disclosure_measures(
     )
 
 
-def _per_key(marked: DataFrame, keys: Sequence[str], cut, denom_lim: int | None) -> DataFrame:
-    """Per target: the sums over the keys q of each measure's count."""
+def _per_key(cells: DataFrame, keys: Sequence[str], slots: Sequence[str], cut) -> DataFrame:
+    """Per target and key q: the counts of its cells the measures need, the DiSCO records
+    (d_tq of the one target value the release shows for q, if it shows one) and that
+    value (`_LEVEL`, its value fields)."""
     d_cell, s_cell = F.col(N_ORIGINAL), F.col(N_SYNTHETIC)
     dc, sc = cut(d_cell), cut(s_cell)
-    q = marked.groupBy(_TARGET, *(qcol(k) for k in keys)).agg(
+    q = cells.groupBy(_TARGET, *(qcol(k) for k in keys)).agg(
         F.sum(d_cell).alias("d"), F.sum(s_cell).alias("s"), F.sum(dc).alias("dc"), F.sum(sc).alias("sc"),
         F.count(F.when(d_cell > 0, 1)).alias("nd"), F.count(F.when(sc > 0, 1)).alias("nsc"),
-        F.max(s_cell).alias("smax"), F.sum(_DISCO).alias("disco"),
-        F.sum(F.when((s_cell > 0) & (s_cell == F.col(_S_KEY)), d_cell).otherwise(0)).alias("d_at_s"),
+        F.max(s_cell).alias("smax"), F.sum(F.when(s_cell > 0, d_cell).otherwise(0)).alias("d_at_s"),
+        F.first(F.when(s_cell > 0, F.struct(*slots)), ignorenulls=True).alias(_LEVEL),
         F.sum(F.when(sc > 0, dc).otherwise(0)).alias("dsc"),
         F.sum(dc.cast("double") * dc).alias("d2"), F.sum(sc.cast("double") * sc).alias("s2"),
         F.sum(dc.cast("double") * sc).alias("ds"), F.sum(d_cell.cast("double") * s_cell).alias("ds_all"),
     )
+    # The release shows one target value for q: d_at_s is then the d_tq of that value.
+    one_synthetic = (F.col("smax") == F.col("s")) & (F.col("s") > 0)
+    return q.withColumn("one_synthetic", one_synthetic).withColumn(
+        _DISCO, F.when(one_synthetic, cut(F.col("d_at_s"))).otherwise(0)
+    )
+
+
+def _per_target(q: DataFrame, denom_lim: int | None) -> DataFrame:
+    """Per target: the sums over the keys q of each measure's count."""
     d, s, dcq, scq = F.col("d"), F.col("s"), F.col("dc"), F.col("sc")
 
     def ok(x: Column) -> Column:  # a cell over denom_lim counts 0 in every table
         return F.lit(True) if denom_lim is None else x <= denom_lim
 
-    one_synthetic = (F.col("smax") == s) & (s > 0)   # the key shows one target value in the release
+    one_synthetic = F.col("one_synthetic")
     one_original = F.col("nd") == 1
     one_cut = F.col("nsc") == 1
     count = F.count_if
@@ -213,7 +225,7 @@ def _per_key(marked: DataFrame, keys: Sequence[str], cut, denom_lim: int | None)
         total(F.when(one_synthetic & ok(s), s).otherwise(0)).alias("Dsyn"),
         total(F.when(s > 0, dcq).otherwise(0)).alias("iS"),
         total(F.when(one_synthetic, dcq).otherwise(0)).alias("DiS"),
-        total("disco").alias("DiSCO"),
+        total(_DISCO).alias("DiSCO"),
         total(F.when(one_synthetic & one_original & (F.col("d_at_s") == d) & ok(d), d).otherwise(0)).alias("DiSDiO"),
         total(F.when(dcq > 0, scq).otherwise(0)).alias("n_both"),
         total(F.when(one_cut, F.col("dsc")).otherwise(0)).alias("TCAP_num"),
@@ -223,16 +235,26 @@ def _per_key(marked: DataFrame, keys: Sequence[str], cut, denom_lim: int | None)
         total(F.when(scq > 0, F.col("s2") / scq)).alias("CAPs"),
         total(F.when(scq > 0, F.col("ds") / scq)).alias("DCAP"),
         total(F.when(s > 0, F.col("ds_all") / s)).alias("sdm_num"),
-        F.max("disco").alias("max_denom"), F.avg(F.when(F.col("disco") > 0, F.col("disco"))).alias("mean_denom"),
+        F.max(_DISCO).alias("max_denom"), F.avg(F.when(F.col(_DISCO) > 0, F.col(_DISCO))).alias("mean_denom"),
     )
 
 
-def _per_level(marked: DataFrame, slots: Sequence[str], cut) -> DataFrame:
+def _disclosed_values(q: DataFrame, columns: Sequence[str], slots: Sequence[str]) -> DataFrame:
+    """The DiSCO records of each key (over 0) at the target value the release shows:
+    `columns`, the value fields, N_ORIGINAL = 0 and _DISCO."""
+    return q.filter(F.col(_DISCO) > 0).select(
+        *(qcol(c) for c in columns), *(F.col(f"{_LEVEL}.{slot}").alias(slot) for slot in slots),
+        F.lit(0).cast("long").alias(N_ORIGINAL), _DISCO,
+    )
+
+
+def _per_level(cells: DataFrame, q: DataFrame, slots: Sequence[str], cut) -> DataFrame:
     """Per target: the target's margins (baseCAPd, SDMetrics' baseline) and the one-way
-    check's counts: the level with the most disclosive records (on ties, the one with
+    check's counts: the value with the most disclosive records (on ties, the one with
     more original records), and its share."""
     d_cell = F.col(N_ORIGINAL)
-    level = marked.groupBy(_TARGET, *slots).agg(
+    original = cells.select(_TARGET, *slots, N_ORIGINAL, F.lit(0).cast("long").alias(_DISCO))
+    level = original.unionByName(_disclosed_values(q, [_TARGET], slots)).groupBy(_TARGET, *slots).agg(
         F.sum(d_cell).alias("dt"), F.sum(cut(d_cell)).alias("dct"), F.sum(_DISCO).alias("dis")
     )
     return level.groupBy(_TARGET).agg(
@@ -242,16 +264,24 @@ def _per_level(marked: DataFrame, slots: Sequence[str], cut) -> DataFrame:
     )
 
 
-def _two_way_pairs(marked: DataFrame, keys: Sequence[str], slots: Sequence[str], thresh: Sequence[float]) -> dict:
-    """Per target: synthpop's two-way check. Pairs (one key's level, a target value)
-    from the DiSCO cells over thresh[0] records, where over thresh[1] % of the original
-    records with that key level have that target value: how many, and the largest."""
-    d_cell = F.col(N_ORIGINAL)
+def _two_way_pairs(
+    cells: DataFrame, q: DataFrame, keys: Sequence[str], slots: Sequence[str], thresh: Sequence[float],
+    checked: Sequence[int],
+) -> dict:
+    """Per target of `checked`: synthpop's two-way check. Pairs (one key's level, a target
+    value) from the DiSCO cells over thresh[0] records, where over thresh[1] % of the
+    original records with that key level have that target value: how many, and the
+    largest. Only the cells whose key level is in such a pair are read again."""
+    over = q.filter(F.col(_TARGET).isin(list(checked)) & (F.col(_DISCO) > thresh[0]))
     found = None
     for i, key in enumerate(keys):
-        per_pair = marked.groupBy(_TARGET, qcol(key), *slots).agg(
-            F.sum(d_cell).alias("kt"), F.sum(F.when(F.col(_DISCO) > thresh[0], F.col(_DISCO))).alias("np")
-        )
+        levels = over.select(F.col(_TARGET).alias("t"), qcol(key).alias("level")).distinct()
+        wanted = cells.join(levels, (cells[_TARGET] == levels["t"]) & qcol(key, cells).eqNullSafe(levels["level"]),
+                            "left_semi")
+        both = wanted.select(_TARGET, qcol(key), *slots, N_ORIGINAL, F.lit(None).cast("long").alias(_DISCO))
+        per_pair = both.unionByName(_disclosed_values(over, [_TARGET, key], slots)).groupBy(
+            _TARGET, qcol(key), *slots
+        ).agg(F.sum(N_ORIGINAL).alias("kt"), F.sum(_DISCO).alias("np"))
         with_total = per_pair.withColumn("k", F.sum("kt").over(Window.partitionBy(_TARGET, qcol(key))))
         # np is null where no DiSCO cell is over thresh[0]; k is 0 only there (a key level
         # of the release alone), and CASE keeps ANSI mode from dividing by it.
@@ -324,8 +354,8 @@ def _rows(shared: Shared, config: DisclosureConfig, result: DisclosureResult) ->
     for t in result.targets:
         per_target[t.target] = {
             **t.measures(result.n_original, result.n_synthetic),
-            "DiSCO_records": t.counts["DiSCO"], "Dorig_records": t.counts["Dorig"],
-            "N_b": t.counts["n_both"], "denom_TCAP": t.counts["denom_TCAP"],
+            "records": {k: t.counts[k] for k in ("Dorig", "Dsyn", "iS", "DiS", "DiSCO", "DiSDiO")}
+            | {"N_b": t.counts["n_both"], "denom_TCAP": t.counts["denom_TCAP"]},
             "check_1way": {"flagged": t.one_way.flagged, **t.one_way.figures},
             "check_2way": {"flagged": t.two_way.flagged, **t.two_way.figures},
         }
