@@ -8,6 +8,7 @@
     scripts/bench --rows N --processes [--runs 3]
                                           the job (spark-submit) against DuckDB, plain Spark SQL and a
                                           Spark floor, whole processes (bench_processes.py)
+    scripts/bench --disclosure --rows N   identity and attribute disclosure against DuckDB (bench_disclosure.py)
     scripts/bench --wide COLUMNS --rows N [--runs 3]
                                           the occurrence pass by whole rows and by row digests (bench_wide.py)
 
@@ -363,6 +364,8 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-binning", action="store_true", help="leave out the KPR binning comparison")
     parser.add_argument("--linkage", action="store_true", help="benchmark the linkage attack instead")
     parser.add_argument("--distance", action="store_true", help="benchmark the distance metrics instead")
+    parser.add_argument("--disclosure", action="store_true",
+                        help="benchmark identity and attribute disclosure (3 keys x 3 targets) against DuckDB instead")
     parser.add_argument("--no-repeat", action="store_true", help="--distance: leave out the repeated Spark run")
     parser.add_argument("--profile", action="store_true", help="--distance: also time the Spark steps one by one")
     parser.add_argument("--cell-records", type=int, metavar="M",
@@ -411,6 +414,11 @@ def main() -> int:
     print(f"data: {args.rows:,} rows per side, seed {args.seed}, generated/cached in {gen_s:.1f} s")
     if args.linkage:
         return main_linkage(args, original_path, synthetic_path)
+    if args.disclosure:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import bench_disclosure
+
+        return bench_disclosure.main_disclosure(args, original_path, synthetic_path, timed, generate)
     if args.processes:
         sys.path.insert(0, str(ROOT / "scripts"))
         import bench_processes

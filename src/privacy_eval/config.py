@@ -290,6 +290,42 @@ class DistanceConfig:
 
 
 @dataclass(frozen=True)
+class DisclosureConfig:
+    """synthpop's identity and attribute disclosure measures (docs/metrics.md, "Identity
+    and attribute disclosure"); the thresholds and denom_lim have synthpop's defaults."""
+
+    keys: list[str]                                   # what the attacker knows
+    targets: list[str]                                # the sensitive columns, one figure each
+    bins: dict[str, int] = field(default_factory=dict)  # numeric key or target -> quantile groups
+    denom_lim: int = 5
+    exclude_ov_denom_lim: bool = False                # true: cells over denom_lim count 0
+    thresh_1way: list[float] = field(default_factory=lambda: [50.0, 90.0])
+    thresh_2way: list[float] = field(default_factory=lambda: [4.0, 80.0])
+    target: float | None = None                       # percent: passes at value <= target
+
+    def __post_init__(self) -> None:
+        key = "metrics.disclosure."
+        for name in ("keys", "targets"):
+            _fail_unless(bool(getattr(self, name)), key + name, "must not be empty")
+            _check_distinct(key + name, getattr(self, name))
+        both = [t for t in self.targets if t in self.keys]
+        _fail_unless(not both, key + "targets", f"lists '{both[0] if both else ''}', which is also a key")
+        for name, groups in self.bins.items():
+            where = f"{key}bins.{name}"
+            _fail_unless(name in self.keys or name in self.targets, where,
+                         "names a column that is neither a key nor a target")
+            _check_number(where, groups, whole=True)
+            _fail_unless(groups >= 2, where, "must be at least 2 (groups)")
+        _check_number(key + "denom_lim", self.denom_lim, whole=True)
+        _fail_unless(self.denom_lim >= 1, key + "denom_lim", "must be at least 1")
+        for name in ("thresh_1way", "thresh_2way"):
+            values = getattr(self, name)
+            _fail_unless(len(values) == 2 and all(_is_number(v) and math.isfinite(v) for v in values),
+                         key + name, "must be two finite numbers: a count and a percent")
+        _check_percent_target("disclosure", self.target)
+
+
+@dataclass(frozen=True)
 class MetricsConfig:
     """A metric runs when its key is present (an empty mapping takes the defaults)."""
 
@@ -298,6 +334,7 @@ class MetricsConfig:
     knowledge_protection: KnowledgeProtectionConfig | None = None
     linkage: LinkageConfig | None = None
     distance: DistanceConfig | None = None
+    disclosure: DisclosureConfig | None = None
 
     def __post_init__(self) -> None:
         configured = any(getattr(self, f.name) is not None for f in dataclasses.fields(self))
@@ -357,13 +394,13 @@ class Config:
         # configuration that does not use them keeps its config_sha256.
         if data["holdout"] is None:
             del data["holdout"]
-        distance = data["metrics"]["distance"]
-        if distance is None:
-            del data["metrics"]["distance"]
-        else:  # what a run may cost, never a figure: in the hash only when set
-            for name in ("cell_records", "max_core_hours"):
-                if distance[name] == getattr(DistanceConfig, name):
-                    del distance[name]
+        for metric in ("distance", "disclosure"):
+            if data["metrics"][metric] is None:
+                del data["metrics"][metric]
+        distance = data["metrics"].get("distance")
+        for name in ("cell_records", "max_core_hours") if distance else ():
+            if distance[name] == getattr(DistanceConfig, name):  # what a run may cost, never a figure
+                del distance[name]
         return data
 
     def sha256(self) -> str:

@@ -344,29 +344,57 @@ def distinct_per_column(frame: DataFrame, columns: Sequence[str]) -> list[int]:
     One `count_distinct` per column is simpler, but Spark rewrites many distinct
     aggregates into an Expand whose plan and generated code grow with the square of the
     number of columns: at 200 columns that was 5x slower than this. Here every row is
-    unpivoted into (column index, value) pairs and the distinct pairs are counted per
-    index. A value sits in the field for its column's type, the other fields null, so
-    equality is Spark's grouping equality for that type (NaN = NaN, -0.0 = 0.0), and a
-    null value is one group of its own, as the spec counts it.
+    unpivoted (:func:`unpivot_typed`) and the distinct pairs are counted per index.
     """
-    type_of = {c: frame.schema[c].dataType.simpleString() for c in columns}
-    slots = sorted(set(type_of.values()))
-    pairs = [
-        F.struct(
-            F.lit(i).alias("column"),
-            *(
-                (qcol(c) if t == type_of[c] else F.lit(None).cast(t)).alias(f"v{k}")
-                for k, t in enumerate(slots)
-            ),
-        )
-        for i, c in enumerate(columns)
-    ]
-    unpivoted = frame.select(F.explode(F.array(*pairs)).alias("pair")).select("pair.*")
+    unpivoted, _ = unpivot_typed(frame, columns, "column")
     counts = {
         int(r["column"]): int(r["count"])
         for r in unpivoted.distinct().groupBy("column").count().collect()
     }
     return [counts.get(i, 0) for i in range(len(columns))]  # an empty frame has none
+
+
+def unpivot_typed(
+    frame: DataFrame, columns: Sequence[str], index: str, keep: Sequence[str] = ()
+) -> tuple[DataFrame, list[str]]:
+    """`frame` with a row per row and column of `columns`: the `keep` columns, `index` =
+    the column's position in `columns`, and its value; with the names of the value
+    fields. A value sits in the field for its column's type, the other fields null, so
+    equality is Spark's grouping equality for that type (NaN = NaN, -0.0 = 0.0), no
+    value is cast, and a null value is one group of its own per index."""
+    type_of = {c: frame.schema[c].dataType.simpleString() for c in columns}
+    slots = sorted(set(type_of.values()))
+    names = [f"{INTERNAL_PREFIX}v{k}" for k in range(len(slots))]
+    pairs = [
+        F.struct(
+            F.lit(i).alias(index),
+            *(
+                (qcol(c) if t == type_of[c] else F.lit(None).cast(t)).alias(name)
+                for name, t in zip(names, slots)
+            ),
+        )
+        for i, c in enumerate(columns)
+    ]
+    pair = INTERNAL_PREFIX + "pair"
+    kept = [qcol(c) for c in keep]
+    unpivoted = frame.select(*kept, F.explode(F.array(*pairs)).alias(pair))
+    return unpivoted.select(*kept, f"{pair}.*"), names
+
+
+def counts_per_column_value(
+    original: DataFrame, synthetic: DataFrame, fixed: Sequence[str], spread: Sequence[str], index: str
+) -> tuple[DataFrame, list[str]]:
+    """For each column of `spread` (its position in column `index`, its value in the
+    fields named in the answer, as :func:`unpivot_typed` lays them out) and each
+    combination of the `fixed` columns with one of its values: N_ORIGINAL and
+    N_SYNTHETIC, how often the combination occurs in each table.
+
+    One aggregation over both tables stacked and unpivoted counts every spread column at
+    once; grouping keeps null as a value of its own, as :func:`occurrence_counts` does.
+    """
+    stacked = _counted_sides(original, synthetic, [qcol(c) for c in (*fixed, *spread)])
+    unpivoted, slots = unpivot_typed(stacked, spread, index, keep=[*fixed, N_ORIGINAL, N_SYNTHETIC])
+    return unpivoted.groupBy(*(qcol(c) for c in fixed), index, *slots).agg(*_count_sums()), slots
 
 
 # Exact sums of row hashes (the inputs' fingerprint): a 64-bit value as three slices of

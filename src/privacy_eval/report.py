@@ -299,6 +299,45 @@ def local_cloaking_figure(
         _legend_rows(fig, ax, extra)
 
 
+def disclosure_figure(
+    path: Path,
+    targets: Sequence[tuple[str, float, float]],
+    identity: tuple[float, float] | None,
+    target: float | None,
+) -> None:
+    """One row per target, from what the original itself discloses (Dorig) to what the
+    release discloses of it (DiSCO), and a row for identity (UiO to repU); percent of
+    the original records."""
+    rows = ([("identity: UiO → repU", *identity)] if identity is not None else []) + [
+        (f"{_short(name)}: Dorig → DiSCO", original, release) for name, original, release in targets
+    ]
+    title = "Disclosure: what the original discloses (grey) and what the release discloses of it"
+    with _figure(path, title, height=max(2.5, 1.4 + 0.4 * len(rows))) as (fig, ax):
+        y = range(len(rows))
+        for i, (_, original, release) in enumerate(rows):
+            ax.annotate("", xy=(release, i), xytext=(original, i),
+                        arrowprops={"arrowstyle": "->", "color": "#8c8c8c", "linewidth": 1.2})
+        ax.scatter([r[1] for r in rows], list(y), color="#8c8c8c", zorder=3, label="original (UiO, Dorig)")
+        released = [r[2] for r in rows]
+        judged = [i >= len(rows) - len(targets) for i in range(len(rows))]  # the target bounds DiSCO only
+        colours = [_FAIL_COLOUR if target is not None and j and v > target else _PASS_COLOUR
+                   for v, j in zip(released, judged)]
+        ax.scatter(released, list(y), color=colours, zorder=3, label="release (repU, DiSCO)")
+        for i, value in enumerate(released):
+            ax.annotate(fmt(value, 2), (value, i), textcoords="offset points", xytext=(0, 7), ha="center",
+                        fontsize=8, bbox=_LABEL_BOX)
+        ax.set_yticks(list(y), [r[0] for r in rows])
+        ax.invert_yaxis()
+        ax.set_ylim(len(rows) - 0.4, -0.7)  # room for the value labels above the first row
+        ax.set_xlim(-2, 102)
+        ax.set_xlabel("percent of the original records: lower protects more")
+        if target is not None:
+            ax.axvline(target, color=_TARGET_COLOUR, linestyle="--", linewidth=1.5,
+                       label=f"target ≤ {target:g} % (DiSCO)")
+        ax.grid(axis="x", alpha=0.3)
+        _legend(fig, ax)
+
+
 def _method_label(name: str, row: MetricRow) -> str:
     lift = row.details.get("lift")
     note = f"lift {lift:.1f}×" if is_number(lift) else ""

@@ -76,6 +76,10 @@ MEASURED = "ok"
 AT_LEAST_UNITS = ("percent", "records", "distance", "ratio")
 # The metric whose target bounds its excess over a baseline: passes at value - details["expected"] <= target.
 HOLDOUT_DISTANCE_SHARE = "holdout_distance_share"
+# Percentages of disclosed records (risks, lower is safer): they pass at value <= target.
+REPLICATED_UNIQUES = "replicated_uniques"
+ATTRIBUTE_DISCLOSURE = "attribute_disclosure"
+AT_MOST_PERCENT = (REPLICATED_UNIQUES, ATTRIBUTE_DISCLOSURE)
 
 
 @dataclass(frozen=True)
@@ -101,24 +105,30 @@ class MetricRow:
     @property
     def passed(self) -> bool | None:
         """Protections (units percent, records, distance, ratio) pass at value >= target;
-        rates (fraction) at value <= target; holdout_distance_share when its excess over
-        `details["expected"]` is at most the target."""
+        rates (fraction) and disclosed percentages (AT_MOST_PERCENT) at value <= target;
+        holdout_distance_share when its excess over `details["expected"]` is at most the
+        target."""
         if self.target is None or self.value is None or self.status != MEASURED:
             return None
         if self.metric == HOLDOUT_DISTANCE_SHARE:
             # value <= expected + target, i.e. value - expected <= target (in this form a
             # share of exactly expected + target, as written, passes)
             return self.value <= self.details["expected"] + self.target
-        if self.unit in AT_LEAST_UNITS:
+        if self._at_least:
             return self.value >= self.target
         return self.value <= self.target
+
+    @property
+    def _at_least(self) -> bool:
+        """Whether a higher value is safer (the target is a lower bound)."""
+        return self.unit in AT_LEAST_UNITS and self.metric not in (HOLDOUT_DISTANCE_SHARE, *AT_MOST_PERCENT)
 
     def target_text(self, ascii: bool = False) -> str | None:
         """The comparison a value must meet, as shown to users: "≥ 90", "≤ 0.05",
         "≤ expected + 0.02" (">=" and "<=" when `ascii`); None without a target."""
         if self.target is None:
             return None
-        at_least = self.unit in AT_LEAST_UNITS and self.metric != HOLDOUT_DISTANCE_SHARE
+        at_least = self._at_least
         op = (">=" if at_least else "<=") if ascii else ("≥" if at_least else "≤")
         if self.metric != HOLDOUT_DISTANCE_SHARE:
             return f"{op} {self.target:g}"

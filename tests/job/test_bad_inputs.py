@@ -77,7 +77,7 @@ def powered(values: Any, power: int) -> list[float]:
     return [math.ldexp(float(v), power) for v in values]
 
 
-METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance")
+METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance", "disclosure")
 
 
 def only(metric: str, **settings: Any) -> dict[str, Any]:
@@ -234,6 +234,29 @@ CASES = [
     Case("kpr_grid_origin_beyond_doubles", ("knowledge_protection", "'weight'", "largest double", "origin"),
          {"original": {"path": "o.csv"}, "metrics": only("knowledge_protection", known_variables=["weight"])},
          {"o.csv": edited(O, weight=[-1.7e308, 1.7e308, 1e308] * 4)}),
+    # --- identity and attribute disclosure
+    Case("disclosure_key_not_compared", ("'metrics.disclosure.keys'", "'Age'"),
+         {"metrics": only("disclosure", keys=["Age"], targets=["city"])}),
+    Case("disclosure_target_excluded", ("'metrics.disclosure.targets'", "'weight'"),
+         {"exclude": ["weight"], "metrics": only("disclosure", keys=["age"], targets=["weight"])}),
+    Case("disclosure_target_among_keys", ("'metrics.disclosure.targets'", "'city'", "also a key"),
+         {"metrics": only("disclosure", keys=["age", "city"], targets=["city"])}),
+    Case("disclosure_no_keys", ("'metrics.disclosure.keys'", "empty"),
+         {"metrics": only("disclosure", keys=[], targets=["city"])}),
+    Case("disclosure_no_targets", ("'metrics.disclosure.targets'", "empty"),
+         {"metrics": only("disclosure", keys=["age"], targets=[])}),
+    Case("disclosure_keys_missing", ("'metrics.disclosure.keys'",),
+         {"metrics": only("disclosure", targets=["city"])}),
+    Case("disclosure_bins_on_text", ("'metrics.disclosure.bins.city'", "not numeric"),
+         {"metrics": only("disclosure", keys=["city", "group"], targets=["age"], bins={"city": 4})}),
+    Case("disclosure_bins_on_a_category", ("'metrics.disclosure.bins.group'", "categorical"),
+         {"categorical": ["group"], "metrics": only("disclosure", keys=["group"], targets=["age"], bins={"group": 4})}),
+    Case("disclosure_bins_one_group", ("'metrics.disclosure.bins.age'", "at least 2"),
+         {"metrics": only("disclosure", keys=["age"], targets=["city"], bins={"age": 1})}),
+    Case("disclosure_bins_not_a_key", ("'metrics.disclosure.bins.weight'", "neither a key nor a target"),
+         {"metrics": only("disclosure", keys=["age"], targets=["city"], bins={"weight": 4})}),
+    Case("disclosure_target_over_100", ("'metrics.disclosure.target'", "0..100"),
+         {"metrics": only("disclosure", keys=["age"], targets=["city"], target=120)}),
     # --- the config file's limits (hardening, round 2)
     Case("config_duplicate_key", ("job.yaml", "'metrics'", "twice", "lines 4 and 8"), config_text=DUPLICATE_METRICS),
     Case("config_duplicate_nested_key", ("job.yaml", "'metrics.row_direct_match.target'", "lines 6 and 7"),

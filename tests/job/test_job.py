@@ -107,6 +107,6 @@ def test_configuration_errors_exit_2_without_a_jvm(tmp_path):
                           capture_output=True, text=True, env=ENV, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: unknown key 'metrics.row_direct_macth' (allowed here: column_direct_match, "
+        "error: unknown key 'metrics.row_direct_macth' (allowed here: column_direct_match, disclosure, "
         "distance, knowledge_protection, linkage, row_direct_match)"
     ]

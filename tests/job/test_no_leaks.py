@@ -60,6 +60,9 @@ def run(planted: dict[str, Path], **changes) -> tuple[int, str]:
             "column_direct_match": {},
             "knowledge_protection": {"known_variables": ["city", "weight"]},
             "linkage": {"targets": ["weight", "age"], "blocking": ["group"]},
+            # the canaries as targets: disclosure's rows and warnings name counts only
+            "disclosure": {"keys": ["age", "group"], "targets": ["city", "weight"], "bins": {"age": 4},
+                           "thresh_1way": [0, 0], "thresh_2way": [0, 0]},
         },
         "results": {"warehouse": str(planted["warehouse"]), "database": "canaries"},
         **changes,
@@ -84,7 +87,7 @@ def test_the_scanner_finds_planted_canaries(planted):
 def test_a_full_run_leaks_no_value(planted):
     code, output = run(planted)
     assert code == 0, output[-5000:]
-    assert "linkage_success_rate" in output
+    assert "linkage_success_rate" in output and "attribute_disclosure" in output
     assert not leaks(output), output
     tables = planted["warehouse"] / "canaries.db"
     assert list(tables.glob("metric_results/run_id=canaries/*.parquet"))

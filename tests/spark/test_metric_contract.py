@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from privacy_eval import metrics as metrics_package
 from privacy_eval.config import (
     ColumnDirectMatchConfig,
+    DisclosureConfig,
     DistanceConfig,
     KnowledgeProtectionConfig,
     LinkageConfig,
@@ -42,7 +43,7 @@ def test_registry_keys_are_the_metrics_config_fields_in_order():
     assert [m.key for m in REGISTRY] == [f.name for f in dataclasses.fields(MetricsConfig)]
     full = MetricsConfig(**{f.name: c for f, c in zip(dataclasses.fields(EXACT), (
         EXACT.row_direct_match, EXACT.column_direct_match, EXACT.knowledge_protection,
-        LinkageConfig(targets=["a"]), DistanceConfig(),
+        LinkageConfig(targets=["a"]), DistanceConfig(), DisclosureConfig(keys=["a"], targets=["b"]),
     ))})
     assert [m.key for m, _ in configured(full)] == [m.key for m in REGISTRY]
     assert [m.key for m, _ in configured(MetricsConfig(knowledge_protection=EXACT.knowledge_protection))] == [
@@ -122,3 +123,13 @@ def test_the_linkage_is_prepared_for_through_the_registry(spark):
     assert inputs.n_paired_where == 40 and inputs.side_aggregates is not None
     names = [row.metric for row in evaluate_inputs(inputs, metrics).metrics]
     assert names == ["linkage_success_rate", "linkage_success_rate_weighted"]
+
+
+def test_disclosure_trusts_no_row_key(spark):
+    """Both disclosure rows come without the alignment check: the figures are counts of
+    keys and values, whatever the row order."""
+    metrics = MetricsConfig(disclosure=DisclosureConfig(keys=["a"], targets=["b"]))
+    inputs = prepare_inputs(*frames(spark), row_key="id", metrics=metrics)
+    rows = evaluate_inputs(inputs, metrics).metrics
+    assert [row.metric for row in rows] == ["replicated_uniques", "attribute_disclosure"]
+    assert not inputs._alignment and all("alignment" not in row.details for row in rows)

@@ -22,6 +22,7 @@ from privacy_eval.config import (
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
     Config,
+    DisclosureConfig,
     DistanceConfig,
     DistanceToClosestRecordConfig,
     HiddenRateConfig,
@@ -618,9 +619,10 @@ def test_holdout_is_the_last_field_so_positional_construction_still_works():
 def test_config_hash_is_unchanged_for_configs_without_the_new_keys(tmp_path):
     config = load_config(write(tmp_path, MINIMAL))
     assert "holdout" not in config.to_dict() and "distance" not in config.to_dict()["metrics"]
-    # The hash of MINIMAL before holdout and metrics.distance existed.
+    assert "disclosure" not in config.to_dict()["metrics"]
+    # The hash of MINIMAL before holdout, metrics.distance and metrics.disclosure existed.
     old = {k: v for k, v in dataclasses.asdict(config).items() if k != "holdout"}
-    del old["metrics"]["distance"]
+    del old["metrics"]["distance"], old["metrics"]["disclosure"]
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
     assert config.sha256() == hashlib.sha256(canonical.encode()).hexdigest()
     with_distance = load_config(write(tmp_path, MINIMAL + "  distance:\n"))
@@ -628,6 +630,9 @@ def test_config_hash_is_unchanged_for_configs_without_the_new_keys(tmp_path):
     assert with_distance.sha256() != config.sha256()
     with_holdout = load_config(write(tmp_path, MINIMAL + "holdout: {table: db.h}\n"))
     assert with_holdout.to_dict()["holdout"]["table"] == "db.h" and with_holdout.sha256() != config.sha256()
+    with_disclosure = load_config(write(tmp_path, MINIMAL + "  disclosure: {keys: [a], targets: [b]}\n"))
+    assert with_disclosure.to_dict()["metrics"]["disclosure"]["denom_lim"] == 5
+    assert with_disclosure.sha256() != config.sha256()
 
 
 @pytest.mark.parametrize("value, expected", [(1, 1), (2, 2), (250_000, 250_000)])
@@ -669,3 +674,37 @@ def test_every_distance_key_is_documented():
     for key in keys:
         assert f"| `{key}` |" in text, key
     assert "../" not in text  # the docs stand on their own
+
+
+@pytest.mark.parametrize("changes, key, rule", [
+    ({"keys": []}, "metrics.disclosure.keys", "must not be empty"),
+    ({"targets": []}, "metrics.disclosure.targets", "must not be empty"),
+    ({"keys": ["a", "a"]}, "metrics.disclosure.keys", "twice"),
+    ({"targets": ["a"]}, "metrics.disclosure.targets", "'a', which is also a key"),
+    ({"bins": {"c": 4}}, "metrics.disclosure.bins.c", "neither a key nor a target"),
+    ({"bins": {"a": 1}}, "metrics.disclosure.bins.a", "at least 2"),
+    ({"bins": {"b": 2.5}}, "metrics.disclosure.bins.b", "whole number"),
+    ({"denom_lim": 0}, "metrics.disclosure.denom_lim", "at least 1"),
+    ({"thresh_1way": [50]}, "metrics.disclosure.thresh_1way", "two finite numbers"),
+    ({"thresh_2way": [4, float("inf")]}, "metrics.disclosure.thresh_2way", "two finite numbers"),
+    ({"target": 101}, "metrics.disclosure.target", "0..100"),
+])
+def test_disclosure_rules_name_the_key(changes, key, rule):
+    settings = {"keys": ["a"], "targets": ["b"], **changes}
+    with pytest.raises(ConfigError, match=f"key '{re.escape(key)}' .*{re.escape(rule)}"):
+        DisclosureConfig(**settings)
+
+
+def test_disclosure_defaults_are_synthpops(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + "  disclosure: {keys: [a, c], targets: [b], bins: {a: 10}}\n"))
+    disclosure = config.metrics.disclosure
+    assert (disclosure.denom_lim, disclosure.exclude_ov_denom_lim) == (5, False)
+    assert (disclosure.thresh_1way, disclosure.thresh_2way, disclosure.target) == ([50.0, 90.0], [4.0, 80.0], None)
+    with pytest.raises(ConfigError, match="unknown key 'metrics.disclosure.ngroups_keys'"):
+        load_config(write(tmp_path, MINIMAL + "  disclosure: {keys: [a], targets: [b], ngroups_keys: 5}\n"))
+
+
+def test_every_disclosure_key_is_documented():
+    text = (ROOT / "docs" / "interface.md").read_text(encoding="utf-8")
+    for f in dataclasses.fields(DisclosureConfig):
+        assert f"| `metrics.disclosure.{f.name}` |" in text, f.name

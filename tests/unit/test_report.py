@@ -17,6 +17,7 @@ import pytest
 from privacy_eval import cli, report
 from privacy_eval.alignment import AlignmentResult
 from privacy_eval.config import (
+    DisclosureConfig,
     DistanceConfig,
     DistanceToClosestRecordConfig,
     LinkageConfig,
@@ -27,10 +28,20 @@ from privacy_eval.distance import CloakingFigures, ClosestFigures, DistanceResul
 from privacy_eval.distance.kernel import Scaling
 from privacy_eval.errors import UserError
 from privacy_eval.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
-from privacy_eval.metrics import REGISTRY, Shared, column_direct_match, distance, distance_report, linkage_success
+from privacy_eval.metrics import (
+    REGISTRY,
+    Shared,
+    column_direct_match,
+    disclosure,
+    distance,
+    distance_report,
+    linkage_success,
+)
 from privacy_eval.metrics.binning import BinGrid
 from privacy_eval.metrics.column_direct_match import ColumnDirectMatchResult, ColumnProtection
+from privacy_eval.metrics.disclosure import Check, DisclosureResult, TargetDisclosure
 from privacy_eval.metrics.knowledge_protection import KnowledgeProtectionResult
+from privacy_eval.metrics.quantile_groups import Grouping
 from privacy_eval.metrics.row_direct_match import RowDirectMatchResult
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -135,8 +146,37 @@ def _distance(config: DistanceConfig | None = None, *, holdout: bool = True, ali
     return distance.METRIC.rows(shared, config or DistanceConfig(), _distance_result(holdout=holdout, **result))
 
 
+def _target_disclosure(name: str, disco: int, two_way: bool = False) -> TargetDisclosure:
+    return TargetDisclosure(
+        target=name,
+        identity={"UiO": 20, "UiS": 18, "UiOiS": 9, "repU": 4},
+        counts={"Dorig": 65, "Dsyn": 297, "iS": 669, "DiS": 298, "DiSCO": disco, "DiSDiO": 47, "n_both": 678,
+                "TCAP_num": disco, "denom_TCAP": 298, "sdm_den": 669, "levels_original": 9},
+        sums={"CAPd": 524.9, "CAPs": 550.2, "DCAP": 517.1, "sdm_num": 517.1, "base": 320_000.0},
+        max_denom=122, mean_denom=15.2,
+        one_way=Check(disco > 250, {"disclosive_records": disco, "top_level_disclosive": disco - 1,
+                                    "top_level_share_of_disclosive": 99.6, "top_level_share_of_all": 82.4}),
+        two_way=Check(two_way, {"pairs": 2, "largest_key": "Class", "largest_disclosive_records": 12,
+                                "largest_key_level_records": 444, "largest_key_level_target_records": 431}
+                      if two_way else {"pairs": 0}),
+    )
+
+
+def _disclosure(target: float | None = 30.0) -> list[MetricRow]:
+    """The disclosure rows, built by the metric's own `rows`: one target over the target."""
+    result = DisclosureResult(
+        keys=("Clump_Thickness", "Class"), n_original=700, n_synthetic=700,
+        targets=(_target_disclosure("Mitoses", 288), _target_disclosure("Bare_Nuclei", 13, two_way=True)),
+        groupings=(Grouping("Clump_Thickness", 4, (1.0, CANARY_NUMBER, 9.0, 10.0), "quantile", 0),),
+    )
+    config = DisclosureConfig(keys=list(result.keys), targets=["Mitoses", "Bare_Nuclei"],
+                              bins={"Clump_Thickness": 4}, target=target)
+    return disclosure.METRIC.rows(Shared(None, []), config, result)
+
+
 def _rows(
     linkage: bool = True, linkage_target: float | None = 0.07, with_distance: bool = False,
+    with_disclosure: bool = False,
 ) -> tuple[list[MetricRow], list[ColumnRow]]:
     rdm = RowDirectMatchResult(n_original=700, n_singletons=690, reproduced=46)
     cdm = ColumnDirectMatchResult(RANKING, n_original=700, n_paired=697, original_unpaired=3, synthetic_unpaired=3)
@@ -155,6 +195,7 @@ def _rows(
                   numerator=kpr.exposed, denominator=700, details=kpr.details()),
         *(_linkage(linkage_target) if linkage else []),
         *(_distance() if with_distance else []),
+        *(_disclosure() if with_disclosure else []),
     ]
     columns = [
         ColumnRow(p.column, p.matches, p.distinct_synthetic, p.protection, rank, p.protection < 50.0)
@@ -176,7 +217,7 @@ def _summary_line(text: str, metric: str) -> str:
 
 
 def test_writes_report_and_valid_pngs_it_links(tmp_path):
-    text = _write(tmp_path, *_rows(with_distance=True))
+    text = _write(tmp_path, *_rows(with_distance=True, with_disclosure=True))
     for name in report.FIGURES:
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n", name
@@ -273,7 +314,7 @@ def test_prints_only_whitelisted_numbers(tmp_path):
 
 def test_whitelisted_keys_are_real_details_keys():
     # A renamed key would silently drop a figure from the report: fail here instead.
-    metrics, _ = _rows(with_distance=True)
+    metrics, _ = _rows(with_distance=True, with_disclosure=True)
     details = {m.metric: m.details for m in metrics}
     for metric, keys in report._DETAIL_KEYS.items():
         assert set(keys) <= set(details[metric]), metric
@@ -286,19 +327,22 @@ def test_whitelisted_keys_are_real_details_keys():
 
 
 def test_sections_and_figures_come_from_the_registry_in_its_order():
-    assert [m.key for m in REGISTRY] == ["row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance"]
+    assert [m.key for m in REGISTRY] == [
+        "row_direct_match", "column_direct_match", "knowledge_protection", "linkage", "distance", "disclosure",
+    ]
     assert report.FIGURES == (
         "column_protection.png", "linkage_success.png", "linkage_top_k.png", "distance_closest.png", "local_cloaking.png",
+        "disclosure.png",
     )
     assert list(report._DETAIL_KEYS) == [
         "row_direct_match_protection", "column_direct_match_protection", "knowledge_protection_rate",
         "hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio",
-        "holdout_distance_share",
+        "holdout_distance_share", "replicated_uniques", "attribute_disclosure",
     ]
 
 
 def test_output_is_deterministic(tmp_path):
-    metrics, columns = _rows(with_distance=True)
+    metrics, columns = _rows(with_distance=True, with_disclosure=True)
     first, second = tmp_path / "a", tmp_path / "b"
     _write(first, metrics, columns)
     _write(second, metrics, columns)
@@ -337,6 +381,8 @@ HOLDOUT = {"expected": 0.5}
         ("distance_to_closest_record", "distance", 0.3, False, True, True),
         ("nearest_neighbour_distance_ratio", "ratio", 0.5, False, True, True),
         ("linkage_success_rate", "fraction", 0.05, True, True, False),
+        ("attribute_disclosure", "percent", 30.0, True, True, False),  # a disclosed share: at most
+        ("replicated_uniques", "percent", 2.0, True, True, False),
     ],
 )
 def test_pass_rule_of_each_unit(metric, unit, target, below, at, above):
@@ -381,6 +427,7 @@ def test_holdout_share_passes_on_its_excess_over_expected():
         ("holdout_distance_share", "fraction", -0.02, HOLDOUT, "≤ expected − 0.02", "<= expected - 0.02"),
         ("holdout_distance_share", "fraction", 0.0, HOLDOUT, "≤ expected + 0", "<= expected + 0"),
         ("hidden_rate", "percent", None, {}, None, None),
+        ("attribute_disclosure", "percent", 30.0, {}, "≤ 30", "<= 30"),
     ],
 )
 def test_comparison_shown_to_users(metric, unit, target, details, text, ascii_text):
@@ -543,3 +590,42 @@ def test_distance_section_in_the_whole_report(tmp_path):
     text = _write(tmp_path, *_rows())
     assert "Distance-based" not in text
     assert not (tmp_path / D1).exists() and not (tmp_path / LC).exists()
+
+
+# --------------------------------------------------------------------------
+# identity and attribute disclosure's section (metrics/disclosure.py)
+# --------------------------------------------------------------------------
+
+
+def test_disclosure_rows_headline_verdict_and_warnings():
+    ident, attrib = _disclosure()
+    assert (ident.metric, ident.value, ident.numerator, ident.target) == ("replicated_uniques", 4 / 700 * 100, 4, None)
+    assert ident.details["UiO"] == 20 / 700 * 100 and ident.details["UiS"] == 18 / 700 * 100
+    assert (attrib.value, attrib.numerator, attrib.details["target_column"]) == (288 / 700 * 100, 288, "Mitoses")
+    assert attrib.passed is False and attrib.target_text() == "≤ 30"  # 41.1 % disclosed, at most 30 allowed
+    mitoses = attrib.details["per_target"]["Mitoses"]
+    assert mitoses["DCAPd"] == 517.1 / 700 * 100 and mitoses["TCAP"] == 288 / 298 * 100
+    assert mitoses["baseCAPd"] == 320_000 / 700**2 * 100
+    assert mitoses["sdmetrics_categorical_cap"] == 1 - 517.1 / 669
+    assert mitoses["sdmetrics_disclosure_protection"] == min((1 - 517.1 / 669) / (1 - 1 / 9), 1)
+    assert attrib.details["bins"] == {"Clump_Thickness": {"groups_asked": 4, "groups": 3, "style": "quantile",
+                                                          "infinite_values": 0}}
+    warnings = attrib.details["warnings"]
+    assert [w.split(":")[1].strip() for w in warnings] == ["target 'Mitoses'", "target 'Bare_Nuclei'"]
+    assert "check_1way" in warnings[0] and "check_2way" in warnings[1]
+    assert str(CANARY_NUMBER) not in repr(attrib.details) + repr(ident.details)  # no break, ever
+
+
+def test_disclosure_section_draws_its_figure_and_reads_only_numbers(tmp_path):
+    ident, attrib = _disclosure()
+    attrib.details["per_target"]["Mitoses"]["example_value"] = CANARY_TEXT
+    attrib.details["per_target"]["Mitoses"]["Dorig"] = CANARY_TEXT  # a whitelisted key holding text
+    text = "\n".join(disclosure.METRIC.report_section(tmp_path, [ident, attrib], []))
+    assert text.startswith("## Identity and attribute disclosure")
+    assert _is_png(tmp_path / disclosure.FIGURE) and f"]({disclosure.FIGURE})" in text
+    assert "| per target | `Mitoses` | `Bare_Nuclei` |" in text
+    assert "| DiSCO | 41.1429 | 1.8571 |" in text and "| Dorig | — | 9.2857 |" in text
+    assert "| check_1way | flagged | no |" in text and "| check_2way | no | flagged |" in text
+    assert "Identity: UiO = 2.8571, UiS = 2.5714, UiOiS = 1.2857, repU = 0.5714" in text
+    assert CANARY_TEXT not in text and "example_value" not in text
+    assert disclosure.METRIC.report_section(tmp_path, _rows()[0], []) == []  # nothing without its rows

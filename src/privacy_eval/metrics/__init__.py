@@ -135,8 +135,18 @@ def require_compared(inputs: EvaluationInputs, role: str, name: str) -> None:
         )
 
 
+def require_numeric(inputs: EvaluationInputs, setting: str, name: str, consequence: str) -> None:
+    """Refuse a setting that only a numeric column takes, on column `name` that is not
+    (text, or listed under 'categorical'); `consequence` says what the setting cannot do."""
+    if name not in inputs.numeric:
+        raise InputError(
+            f"{setting} is set, but '{name}' is not numeric (text, or listed under 'categorical'), so {consequence}"
+        )
+
+
 from privacy_eval.metrics import (  # noqa: E402 - last: the modules import the contract above
     column_direct_match,
+    disclosure,
     distance,
     knowledge_protection,
     linkage_success,
@@ -149,4 +159,5 @@ REGISTRY: tuple[Metric, ...] = (
     knowledge_protection.METRIC,
     linkage_success.METRIC,
     distance.METRIC,
+    disclosure.METRIC,
 )

@@ -13,9 +13,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.config import KnowledgeProtectionConfig
-from privacy_eval.errors import InputError
 from privacy_eval.frames import INTERNAL_PREFIX, N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol, shuffle_partitions
-from privacy_eval.metrics import Metric, Shared, require_compared
+from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.binning import BinGrid, bin_grids, profiles
 from privacy_eval.results import MetricRow
 
@@ -116,11 +115,7 @@ def _check(inputs: EvaluationInputs, config: KnowledgeProtectionConfig) -> None:
     for name in config.known_variables:
         require_compared(inputs, "knowledge_protection: known variable", name)
     for name in config.bin_width:
-        if name not in inputs.numeric:
-            raise InputError(
-                f"knowledge_protection: 'bin_width.{name}' is set, but '{name}' is not numeric "
-                "(text, or listed under 'categorical'), so its values are compared as they are"
-            )
+        require_numeric(inputs, f"knowledge_protection: 'bin_width.{name}'", name, "its values are compared as they are")
 
 
 def _compute(shared: Shared, config: KnowledgeProtectionConfig) -> KnowledgeProtectionResult:
