@@ -298,20 +298,21 @@ def linkage_numpy(original_path: Path, synthetic_path: Path) -> tuple[float, flo
 
 
 def linkage_spark(spark, original_path: Path, synthetic_path: Path) -> tuple[float, float]:
-    from privacy_eval.config import LinkageConfig, MetricsConfig
+    from privacy_eval.config import LinkageConfig
     from privacy_eval.inputs import prepare_inputs
-    from privacy_eval.linkage import linkage_attack
+    from privacy_eval.linkage.attack import linkage_attack
+    from privacy_eval.linkage.prepare import input_pass_work
 
     config = LinkageConfig(targets=LINK_TARGETS, blocking=LINK_BLOCKING, methods=["mahalanobis"],
                            drop_incomplete=True)
 
     def work():
         # As the job does it (evaluation.load_inputs): Parquet sides are not cached, the
-        # key check counts the true pairs and the first pass the moments for the attack.
+        # key check counts the true pairs and the profile pass the moments for the attack.
         cols = ["id"] + LINK_TARGETS + LINK_BLOCKING
         inputs = prepare_inputs(spark.read.parquet(str(original_path)).select(*cols),
                                 spark.read.parquet(str(synthetic_path)).select(*cols), row_key="id", cache=(),
-                                metrics=MetricsConfig(linkage=config))
+                                work=input_pass_work(config))
         try:
             return linkage_attack(inputs, config).methods["mahalanobis"].success_rate
         finally:

@@ -113,9 +113,9 @@ def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: in
     """(figures, seconds end to end, seconds of `distance_metrics` alone), with cells of
     `cell_records` records (default: the job's). The figures include `cpu_seconds`, the
     CPU time of `distance_metrics` in every process (driver, JVM, Python workers)."""
+    from privacy_eval.columns import KEY
     from privacy_eval.distance import distance_metrics
     from privacy_eval.distance.search import CELL_RECORDS
-    from privacy_eval.inputs import KEY
 
     started = time.perf_counter()
     inputs = _inputs(spark, original_path, synthetic_path)
@@ -141,15 +141,15 @@ def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: in
 
 
 def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tuple[str, float]]:
-    """`distance_metrics`' steps one at a time (as privacy_eval/distance/metrics.py runs
+    """`distance_metrics`' steps one at a time (as privacy_eval/distance/pipeline.py runs
     them), each forced by its own action: where the time goes."""
     from pyspark import StorageLevel
 
-    from privacy_eval.distance import metrics as dm
+    from privacy_eval.columns import KEY
+    from privacy_eval.distance import pipeline as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
     from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_into_cells, nearest_distances
     from privacy_eval.distance.space import fit_space, project
-    from privacy_eval.inputs import KEY
 
     steps: list[tuple[str, float]] = []
     clock = [time.perf_counter()]

@@ -97,7 +97,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
-from privacy_eval.frames import INTERNAL_PREFIX, finite_double, finite_sql, qcol, quote
+from privacy_eval.columns import INTERNAL_PREFIX
+from privacy_eval.frames import finite_double, finite_sql, qcol, quote
 
 __all__ = [
     "BUCKET_ROWS",

@@ -3,12 +3,13 @@
 Usable from a notebook: `evaluate(spark, load_config("conf/examples/wbcd.yaml"))`, or,
 on DataFrames you already have,
 
-    inputs = prepare_inputs(original_df, synthetic_df, row_key="id", metrics=metrics)
+    inputs = prepare_inputs(original_df, synthetic_df, row_key="id", work=input_pass_work(metrics))
     evaluation = evaluate_inputs(inputs, metrics)
 
-The metrics are the entries of `privacy_eval.metrics.REGISTRY`; `evaluate_inputs`
-checks every configured one against the inputs, computes the steps they share, then
-runs each in registry order.
+The metrics are the entries of `privacy_eval.metrics.REGISTRY`; `input_pass_work`
+gathers what they ask of the passes `prepare_inputs` makes over the data anyway;
+`evaluate_inputs` checks every configured one against the inputs, computes the steps
+they share, then runs each in registry order.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pyspark.sql import SparkSession
 from privacy_eval.config import POSITION_KEY, Config, MetricsConfig
 from privacy_eval.frames import cached_row_occurrences, occurring_once
 from privacy_eval.inputs import EvaluationInputs, prepare_inputs
-from privacy_eval.metrics import Metric, Shared, configured
+from privacy_eval.metrics import Metric, Shared, configured, input_pass_work
 from privacy_eval.reading import POSITION, read_table, rereads_cheaply
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -68,7 +69,7 @@ def load_inputs(spark: SparkSession, config: Config) -> EvaluationInputs:
             cast=config.cast,
             cache=[side for side, source in (("original", config.original), ("synthetic", config.synthetic))
                    if not rereads_cheaply(source)],
-            metrics=config.metrics,
+            work=input_pass_work(config.metrics),
             holdout=holdout,
         )
     log.info(

@@ -19,8 +19,8 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-# Internal column names carry this prefix so they cannot collide with user columns.
-INTERNAL_PREFIX = "__pe_"
+from privacy_eval.columns import INTERNAL_PREFIX
+
 N_ORIGINAL = INTERNAL_PREFIX + "n_original"
 N_SYNTHETIC = INTERNAL_PREFIX + "n_synthetic"
 _CACHED_PARTITIONING = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"

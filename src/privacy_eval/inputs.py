@@ -20,10 +20,10 @@ from pyspark.sql import types as T
 from pyspark.util import inheritable_thread_target
 
 from privacy_eval.alignment import AlignmentResult, alignment_check
-from privacy_eval.config import POSITION_KEY, MetricsConfig
+from privacy_eval.columns import INTERNAL_PREFIX, KEY
+from privacy_eval.config import POSITION_KEY
 from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
 from privacy_eval.frames import (
-    INTERNAL_PREFIX,
     collect_grouped_by_key,
     from_slice_sums,
     long_slices,
@@ -35,11 +35,42 @@ from privacy_eval.reading import POSITION, SPARK_ERRORS
 
 log = logging.getLogger(__name__)
 
-KEY = INTERNAL_PREFIX + "key"
-
-# `prepare_inputs(side_aggregates=...)`: a side's frame -> (that frame with the per-row
-# columns the aggregates need, named aggregates over it), or None.
+# A side's frame (typed as returned) -> a condition on its rows, or None.
+PairedWhere = Callable[[DataFrame], Column | None]
+# A side's frame (typed as returned) -> (that frame with the per-row columns the
+# aggregates need, named aggregates over it), or None.
 SideAggregates = Callable[[DataFrame], tuple[DataFrame, dict[str, Column]] | None]
+
+
+@dataclass(frozen=True)
+class InputPassWork:
+    """Work for the input passes: the two passes over the data `prepare_inputs` makes
+    anyway (the profile pass over each side and the key check over both) also compute
+    what a metric would otherwise need passes of its own for.
+
+    - `paired_where`: the key check also counts the key values whose row meets this
+      condition on both sides (`InputPassFigures.n_paired_where`);
+    - `side_aggregates`: the profile pass also computes these aggregates per side
+      (`InputPassFigures.side_aggregates`).
+
+    `made_for` is the configuration the work was made for: a metric reads the figures
+    only when its own configuration equals it.
+    """
+
+    made_for: Any
+    paired_where: PairedWhere | None = None
+    side_aggregates: SideAggregates | None = None
+
+
+@dataclass(frozen=True)
+class InputPassFigures:
+    """What the input passes computed of an `InputPassWork`, for `made_for`: the key
+    values paired under `paired_where` (None when it gave no condition) and, per side,
+    the values of `side_aggregates` by name (None when it gave no aggregates)."""
+
+    made_for: Any
+    n_paired_where: int | None
+    side_aggregates: dict[str, dict[str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -60,15 +91,10 @@ class EvaluationInputs:
     n_synthetic: int
     fingerprint: str
     row_key: str
-    # Key values present on both sides (= synthetic rows with an original partner), and
-    # those with a row on both sides that meets `prepare_inputs(paired_where=...)`.
+    # Key values present on both sides (= synthetic rows with an original partner).
     n_paired_keys: int | None = None
-    n_paired_where: int | None = None
-    # Per side, the values of `prepare_inputs(side_aggregates=...)`, by name; None without.
-    side_aggregates: dict[str, dict[str, Any]] | None = None
-    # The configuration the two figures above were computed for (a metric uses them only
-    # when its own configuration equals it); None without.
-    prepared_for: Any = None
+    # What the input passes computed of `prepare_inputs(work=...)`; None without.
+    pass_figures: InputPassFigures | None = None
     # An optional third table (`holdout`: original records the generator never saw), as
     # read; only the distance metrics use it, through `typed_holdout`.
     holdout: DataFrame | None = None
@@ -125,10 +151,7 @@ def prepare_inputs(
     cast: dict[str, str] | None = None,
     cache: Collection[str] = ("original", "synthetic"),
     *,
-    metrics: MetricsConfig | None = None,
-    paired_where: Callable[[DataFrame], Column | None] | None = None,
-    side_aggregates: SideAggregates | None = None,
-    prepared_for: Any = None,
+    work: InputPassWork | None = None,
     holdout: DataFrame | None = None,
 ) -> EvaluationInputs:
     """Check the two tables against each other and bring them to one shape.
@@ -139,27 +162,14 @@ def prepare_inputs(
     (:func:`rereads_cheaply`), which later passes read again as cheaply. Files read
     again must not change while the evaluation runs.
 
-    `metrics`, the configuration `evaluate_inputs` will run, lets the metrics that can
-    have their figures computed by the passes made here anyway (the linkage attack's
-    true pairs and per-side statistics) say so: it sets the three keywords below.
-
-    The keywords below are the low-level form of `metrics`. `paired_where` maps a side
-    (typed as returned) to a condition on its rows, or to None; the key check then also
-    counts the key values whose row meets it on both sides (`n_paired_where`), in the
-    same pass. `side_aggregates` maps a side (typed as returned) to that frame with the
-    per-row columns its aggregates need added, and named aggregate columns over it; or
-    to None. The first pass over the data computes them too, and `side_aggregates` of
-    the result holds their values per side. `prepared_for` is the metric configuration
-    the two were made for: a metric uses them only when its configuration equals it.
+    `work` is what the configured metrics ask of the input passes (the linkage attack's
+    true pairs and per-side statistics: `privacy_eval.metrics.input_pass_work` gathers
+    it); the result's `pass_figures` holds what they computed.
 
     `holdout`, an optional third table of originals the generator never saw, is kept as
     read; `EvaluationInputs.typed_holdout` brings it to the same types when a metric
     uses it.
     """
-    if metrics is not None:
-        from privacy_eval.metrics import first_pass_hooks  # the registry imports the metrics
-
-        paired_where, side_aggregates, prepared_for = first_pass_hooks(metrics)
     cast = cast or {}
     sides = {"original": original, "synthetic": synthetic}
     columns = _compared_columns(sides, row_key, exclude, categorical, cast)
@@ -179,15 +189,20 @@ def prepare_inputs(
     }
     cached = [as_read[side].cache() for side in sides if side in cache or by_position]
     try:
-        profiles, typed, n_paired, n_paired_where = _first_passes(
-            as_read, plan, row_key, columns, paired_where, side_aggregates
-        )
+        profiles, typed, n_paired, n_paired_where = _input_passes(as_read, plan, row_key, columns, work)
     except BaseException:
         for frame in cached:
             frame.unpersist()
         raise
 
-    with_extras = profiles["original"].extra is not None
+    figures = None
+    if work is not None and (work.paired_where or work.side_aggregates):
+        with_extras = profiles["original"].extra is not None
+        figures = InputPassFigures(
+            made_for=work.made_for,
+            n_paired_where=n_paired_where,
+            side_aggregates={side: profiles[side].extra for side in sides} if with_extras else None,
+        )
     return EvaluationInputs(
         original=typed["original"],
         synthetic=typed["synthetic"],
@@ -200,9 +215,7 @@ def prepare_inputs(
         ).hexdigest(),
         row_key=POSITION_KEY if row_key == POSITION else row_key,
         n_paired_keys=n_paired,
-        n_paired_where=n_paired_where,
-        side_aggregates={side: profiles[side].extra for side in sides} if with_extras else None,
-        prepared_for=prepared_for if (paired_where or side_aggregates) else None,
+        pass_figures=figures,
         holdout=holdout,
         cached=tuple(cached),
         cast=frozenset(cast),
@@ -254,16 +267,17 @@ def _compared_columns(
     return columns
 
 
-def _first_passes(
+def _input_passes(
     as_read: dict[str, DataFrame],
     plan: _TypePlan,
     row_key: str,
     columns: tuple[str, ...],
-    paired_where: Callable[[DataFrame], Column | None] | None,
-    side_aggregates: SideAggregates | None,
+    work: InputPassWork | None,
 ) -> tuple[dict[str, _Profile], dict[str, DataFrame], int, int | None]:
     """The profile pass and the key check: (profiles, typed sides, paired keys, paired
-    keys meeting `paired_where` or None)."""
+    keys meeting `work.paired_where` or None)."""
+    paired_where = work.paired_where if work is not None else None
+    side_aggregates = work.side_aggregates if work is not None else None
     by_position = row_key == POSITION
     converted = {side: [plan.converted(c, side) for c in (KEY, *columns)] for side in as_read}
     key_name = None if by_position else row_key
@@ -294,7 +308,7 @@ class _Profile:
     n: int
     digest: str
     checks: dict[str, int]
-    extra: dict[str, Any] | None = None  # the caller's side_aggregates
+    extra: dict[str, Any] | None = None  # the values of InputPassWork.side_aggregates
 
 
 @dataclass(frozen=True)
@@ -530,18 +544,16 @@ def _profiles(
     typed: dict[str, list[Column]],
     side_aggregates: SideAggregates | None = None,
 ) -> dict[str, _Profile]:
-    """Per side: row count, an order-independent content hash, how many rows meet each
-    of the `checks` and the caller's `side_aggregates` over the `typed` columns, from
-    one pass over the columns as read; refuses null keys.
+    """The profile pass. Per side: row count, an order-independent content hash, how
+    many rows meet each of the `checks` and the caller's `side_aggregates` over the
+    `typed` columns, from one pass over the columns as read; refuses null keys.
 
     Both sides at once, one job each from a thread of its own (`_collect_at_once`):
     each side's scan may be a single task (a Parquet file of one row group is), and side
-    by side they use two cores instead of one after the other (at 1e6 rows per side:
-    3.1 s -> 2.6 s on a session's first run, 2.6 s -> 1.8 s repeated, measured with the
-    two one-row aggregates cross-joined into one job). Not cross-joined any more: the
-    join's final stage carried both sides' aggregation plans, a 1.0-1.2 MB task binary
-    with the linkage's statistics (Spark warned "Broadcasting large task binary"); each
-    side's own final stage is about 440 KB.
+    by side they use two cores instead of one after the other. Not as one job of two
+    cross-joined one-row aggregates: that job's final stage carried both sides'
+    aggregation plans, a task binary large enough with the linkage's statistics for
+    Spark to warn "Broadcasting large task binary".
 
     The hash covers the compared columns (sorted by name, so column order does not
     matter) and, when the key is a real column, the key; positions are left out so that
@@ -634,7 +646,7 @@ def _check_unique_keys(
     how many have a row meeting ``where[side]`` on both sides (None without ``where``).
 
     Both sides in one grouped shuffle, counts only; the paired counts come with it at
-    no extra pass (the linkage attack's own join on the key took 1.1 s at 1e6 rows).
+    no extra pass (they spare the linkage attack a join on the key of its own).
     """
     side, flag = INTERNAL_PREFIX + "side", INTERNAL_PREFIX + "where"
     # The flag only when asked for: every job runs this shuffle, most without a linkage.

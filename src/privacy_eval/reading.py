@@ -14,9 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from privacy_eval.columns import INTERNAL_PREFIX
 from privacy_eval.config import FORMATS, Source
 from privacy_eval.errors import InputError, spark_error_logs_silenced, spark_error_name
-from privacy_eval.frames import INTERNAL_PREFIX, local_frame
+from privacy_eval.frames import local_frame
 
 POSITION = INTERNAL_PREFIX + "position"
 _FILE = INTERNAL_PREFIX + "file"

@@ -12,9 +12,10 @@ import pytest
 
 from privacy_eval import alignment as A
 from privacy_eval.alignment import alignment_check, with_random_partner
+from privacy_eval.columns import KEY
 from privacy_eval.config import Config, load_config
 from privacy_eval.evaluation import load_inputs
-from privacy_eval.inputs import KEY, EvaluationInputs, prepare_inputs
+from privacy_eval.inputs import EvaluationInputs, prepare_inputs
 from privacy_eval.reading import POSITION, read_table
 from tests.support.paths import DATA, ROOT
 

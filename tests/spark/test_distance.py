@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import Source
 from privacy_eval.distance import distance_metrics
 from privacy_eval.distance import search as distance_search
-from privacy_eval.inputs import KEY, prepare_inputs
+from privacy_eval.inputs import prepare_inputs
 from privacy_eval.reading import POSITION, read_table
 from tests.support.distance_oracle import distance_reference, tie_fixture
 from tests.support.paths import DATA, ROOT

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from privacy_eval.columns import KEY
 from privacy_eval.distance import distance_metrics
 from privacy_eval.distance.kernel import TIE
 from privacy_eval.distance.search import ID, OWN, RADIUS, cloaking_counts, cut_into_cells, nearest_distances
-from privacy_eval.inputs import KEY, prepare_inputs
+from privacy_eval.inputs import prepare_inputs
 from tests.spark.test_distance import ALL, CLOSE, _assert_agrees, _figures
 from tests.support.distance_oracle import distance_reference, tie_fixture
 

@@ -18,7 +18,7 @@ from privacy_eval.config import (
 from privacy_eval.errors import InputError
 from privacy_eval.evaluation import Evaluation, evaluate_inputs
 from privacy_eval.inputs import EvaluationInputs, prepare_inputs
-from privacy_eval.linkage import linkage_attack
+from privacy_eval.linkage.attack import linkage_attack
 from tests.support import reference
 from tests.support.reference_linkage import linkage_reference
 

@@ -8,11 +8,12 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import Source
 from privacy_eval.errors import InputError
 from privacy_eval.frames import from_slice_sums as _from_slice_sums
 from privacy_eval.frames import long_slices as _long_slices
-from privacy_eval.inputs import KEY, prepare_inputs
+from privacy_eval.inputs import InputPassWork, prepare_inputs
 from privacy_eval.reading import POSITION, read_table
 
 
@@ -187,7 +188,7 @@ def test_paired_keys_are_counted_by_the_key_check(spark):
     assert prepare_inputs(o3, s3, row_key="id").n_paired_keys == 1
 
 
-def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
+def test_side_aggregates_see_the_typed_columns_in_the_profile_pass(spark):
     """The caller's aggregates run over each side as returned, with the per-row columns
     they add: x is int in the original and long in the synthetic table, y text made
     numbers by a configured cast. Their values come back per side, next to the profile,
@@ -203,15 +204,17 @@ def test_side_aggregates_see_the_typed_columns_in_the_first_pass(spark):
         return flagged, {"x_sum": F.sum("x"), "y_sum": F.sum("y"), "y_null": F.count(F.when(F.col("y_missing"), 1))}
 
     plain = prepare_inputs(o, s, row_key="id", cast={"y": "double"})
-    inputs = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=aggregates)
+    inputs = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, work=InputPassWork("mine", side_aggregates=aggregates))
     assert seen == [{"x": "bigint", "y": "double"}] * 2
-    assert inputs.side_aggregates == {
+    assert inputs.pass_figures.made_for == "mine" and inputs.pass_figures.n_paired_where is None
+    assert inputs.pass_figures.side_aggregates == {
         "original": {"x_sum": 5, "y_sum": 4.0, "y_null": 0},
         "synthetic": {"x_sum": 60, "y_sum": 12.0, "y_null": 1},
     }
-    assert plain.side_aggregates is None and plain.fingerprint == inputs.fingerprint
-    nothing = prepare_inputs(o, s, row_key="id", cast={"y": "double"}, side_aggregates=lambda frame: None)
-    assert nothing.side_aggregates is None
+    assert plain.pass_figures is None and plain.fingerprint == inputs.fingerprint
+    nothing = prepare_inputs(o, s, row_key="id", cast={"y": "double"},
+                             work=InputPassWork("mine", side_aggregates=lambda frame: None))
+    assert nothing.pass_figures.side_aggregates is None
     for done in (plain, inputs, nothing):
         done.unpersist()
 
@@ -486,7 +489,7 @@ def test_the_job_caches_a_csv_side_but_not_a_parquet_side(spark, tmp_path):
         assert len(inputs.cached) == 1 and inputs.cached[0].is_cached
         assert inputs.cached[0].count() == 2  # the CSV side
         assert (inputs.n_original, inputs.n_synthetic, inputs.n_paired_keys) == (3, 2, 2)
-        assert inputs.n_paired_where is None  # no linkage configured
+        assert inputs.pass_figures is None  # no linkage configured
     finally:
         inputs.unpersist()
 

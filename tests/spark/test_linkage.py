@@ -1,5 +1,5 @@
 """The Spark linkage attack against an independent numpy reference on blocked data:
-every method, partitionings, split and colliding blocks, the first pass's hints. Its
+every method, partitionings, split and colliding blocks, the input passes' figures. Its
 invariances, the hand-computed fixture, errors and warnings are in test_linkage_cases.py.
 
 The reference (tests/support/reference_linkage.py) scores every candidate pair explicitly and
@@ -17,21 +17,20 @@ import pandas as pd
 import pytest
 
 from privacy_eval.config import LinkageConfig
-from privacy_eval.inputs import prepare_inputs
-from privacy_eval.linkage import (
-    blocking,
-    complete_targets,
-    evaluation,
-    linkage_attack,
-    prepare,
-    scoring,
-    side_statistics,
-)
+from privacy_eval.inputs import InputPassWork, prepare_inputs
+from privacy_eval.linkage import block_stream, blocking, prepare, rates, scoring
 from privacy_eval.linkage import names as N
-from privacy_eval.linkage.prepare import SideStats
+from privacy_eval.linkage.attack import linkage_attack
+from privacy_eval.linkage.prepare import SideStats, complete_targets, side_statistics
 from tests.support.asserts import assert_same
 from tests.support.linkage_frames import assert_matches_reference, attack, frames
 from tests.support.reference_linkage import linkage_reference
+
+
+def with_figures(inputs, **changes):
+    """``inputs`` whose input passes' figures differ by ``changes``."""
+    return dataclasses.replace(inputs, pass_figures=dataclasses.replace(inputs.pass_figures, **changes))
+
 
 TOP_K = [1, 2, 5, 10]
 SECRET = "val_"  # every blocking label contains it: it must never reach details or messages
@@ -108,18 +107,18 @@ def blocked(spark):
     o, s = blocked_data()
     so, ss = frames(spark, o, s, SCHEMA)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)  # full sweep, to compare with the reference row by row
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)  # full sweep, to compare with the reference row by row
         result = attack(so, ss, cfg())
     return o, s, so, ss, result
 
 
 @pytest.fixture(scope="module")
 def blocked_maha(blocked):
-    """Mahalanobis alone: the first pass over the blocks is the scoring itself (with both
-    methods it is the weighted method's ranges)."""
+    """Mahalanobis alone: the unsplit pass over the blocks is the scoring itself (with
+    both methods it is the weighted method's ranges)."""
     _, _, so, ss, _ = blocked
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         return attack(so, ss, cfg(methods=["mahalanobis"]))
 
 
@@ -189,7 +188,7 @@ def test_partitioning_does_not_change_anything(spark, sql_conf, blocked):
     _, _, so, ss, base = blocked
     sql_conf({"spark.sql.shuffle.partitions": "16"})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         other = attack(so.repartition(7), ss.repartition(5), cfg())
     for m in base.methods:  # rates come from integer counts: exactly equal
         assert other.methods[m].success_rate == base.methods[m].success_rate
@@ -198,7 +197,7 @@ def test_partitioning_does_not_change_anything(spark, sql_conf, blocked):
 
 
 def test_block_figures_agree_with_pandas_whichever_pass_comes_first(blocked, blocked_maha):
-    """The block figures come from the meta rows of the first pass over the blocks: the
+    """The block figures come from the meta rows of the unsplit pass over the blocks: the
     weighted ranges with both methods, the scoring with Mahalanobis alone. Both give the
     figures pandas counts, and the same Mahalanobis results."""
     o, s, _, _, both = blocked
@@ -227,8 +226,8 @@ def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
     _, _, so, ss, base = blocked
     sql_conf({"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
-        mp.setattr(scoring, "_FLUSH_ROWS", 1)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(block_stream, "FLUSH_ROWS", 1)
         streamed = attack(so, ss, cfg(), split_rows=11)
     d_streamed, d_base = streamed.details(), base.details()
     assert streamed.n_split_blocks > 0
@@ -239,12 +238,12 @@ def test_blocks_across_arrow_batches_and_many_output_flushes(sql_conf, blocked):
 
 @pytest.mark.parametrize("methods", [BOTH, MAHALANOBIS_ALONE])
 def test_split_blocks_give_identical_results(blocked, blocked_maha, methods):
-    """The first pass leaves the blocks with more than split_rows synthetic records to a
+    """The unsplit pass leaves the blocks with more than split_rows synthetic records to a
     second pass over them alone, split: the weighted ranges and the scoring both."""
     _, _, so, ss, _ = blocked
     base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         split = attack(so, ss, cfg(methods=methods), split_rows=7)
     assert split.n_split_blocks == 6  # every block but the 4-record one
     d_split, d_base = split.details(), base.details()
@@ -257,14 +256,14 @@ def test_split_blocks_give_identical_results(blocked, blocked_maha, methods):
 def test_colliding_block_ids_are_rehashed(blocked, blocked_maha, methods):
     """Scoring groups by a 64-bit hash of the blocking values; if two blocks shared one,
     their records would become each other's candidates. With every block given the same
-    id by the first seed the first pass must notice and hash again: results identical.
+    id by the first seed the unsplit pass must notice and hash again: results identical.
     Also split, so that the salted path sees the second id too."""
     from pyspark.sql import functions as F
 
     _, _, so, ss, _ = blocked
     base = base_for(blocked, blocked_maha, methods)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         real = blocking.block_id
         mp.setattr(blocking, "block_id", lambda bcols, attempt: F.lit(7).cast("long") if attempt == 0 else real(bcols, attempt))
         collided = attack(so, ss, cfg(methods=methods))
@@ -280,7 +279,7 @@ def test_colliding_block_ids_are_rehashed(blocked, blocked_maha, methods):
 def test_only_two_blocks_sharing_an_id_are_noticed(blocked, blocked_maha, methods):
     """The first seed gives one id to two blocks only, one of them on the original side
     only: its originals would become false candidates of the other block's records. The
-    check hash must show the shared id in the first pass, and the attack hash again."""
+    check hash must show the shared id in the unsplit pass, and the attack hash again."""
     from pyspark.sql import functions as F
 
     _, _, so, ss, _ = blocked
@@ -295,22 +294,22 @@ def test_only_two_blocks_sharing_an_id_are_noticed(blocked, blocked_maha, method
         return F.when(F.col(bcols[0]).isin("val_x", "val_orphan"), F.lit(7).cast("long")).otherwise(real(bcols, 0))
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         mp.setattr(blocking, "block_id", block_id)
         shared = attack(so, ss, cfg(methods=methods))
     assert attempts == [0, 1]
     assert_same(shared.details(), base.details())
 
 
-def test_side_statistics_of_the_first_pass_replace_the_attack_s_own(blocked):
-    """prepare_inputs computes the attack's per-side counts and moments in its first
+def test_side_statistics_of_the_profile_pass_replace_the_attack_s_own(blocked):
+    """prepare_inputs computes the attack's per-side counts and moments in its profile
     pass over the data (side_aggregates); given them, the attack makes no pass of its
     own and its results are identical. The moments agree with numpy."""
     o, s, so, ss, base = blocked
-    inputs = prepare_inputs(so, ss, row_key="id", side_aggregates=side_statistics(cfg()), prepared_for=cfg())
+    inputs = prepare_inputs(so, ss, row_key="id", work=InputPassWork(cfg(), side_aggregates=side_statistics(cfg())))
     try:
         for side, frame in (("original", o), ("synthetic", s)):
-            stats = SideStats.from_values(inputs.side_aggregates[side], len(TARGETS))
+            stats = SideStats.from_values(inputs.pass_figures.side_aggregates[side], len(TARGETS))
             x = frame[TARGETS].to_numpy(float)
             assert (stats.n_rows, stats.n_incomplete) == (len(frame), 0)
             np.testing.assert_allclose(stats.moments.mean, x.mean(axis=0), rtol=1e-12)
@@ -318,17 +317,18 @@ def test_side_statistics_of_the_first_pass_replace_the_attack_s_own(blocked):
             np.testing.assert_allclose(stats.moments.covariance()[1], cov, rtol=0, atol=1e-12 * np.abs(cov).max())
             np.testing.assert_array_equal(stats.moments.col_min, x.min(axis=0))
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
-            mp.setattr(prepare, "measure_sides", lambda *a: pytest.fail("a pass of its own although side_stats was given"))
+            mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
+            mp.setattr(prepare, "measure_sides", lambda *a: pytest.fail("a pass of its own although statistics were given"))
             hinted = linkage_attack(inputs, cfg())
-        with pytest.raises(ValueError, match="side_stats must be"):
-            linkage_attack(dataclasses.replace(inputs, side_aggregates={"original": {}}), cfg())
+        with pytest.raises(ValueError, match="side_aggregates must be"):
+            linkage_attack(with_figures(inputs, side_aggregates={"original": {}}), cfg())
     finally:
         inputs.unpersist()
     assert_same(hinted.details(), base.details())
     # a target the attack will refuse: no statistics, the attack's validation says why
-    bad = prepare_inputs(so, ss, row_key="id", side_aggregates=side_statistics(cfg(targets=["a", "g1"])))
-    assert bad.side_aggregates is None
+    bad_config = cfg(targets=["a", "g1"])
+    bad = prepare_inputs(so, ss, row_key="id", work=InputPassWork(bad_config, side_aggregates=side_statistics(bad_config)))
+    assert bad.pass_figures.side_aggregates is None
     bad.unpersist()
 
 
@@ -338,34 +338,34 @@ def test_true_pairs_counted_by_the_key_check_replace_the_key_join(blocked):
     o, s, so, ss, base = blocked
     paired = len(set(o["id"]) & set(s["id"]))  # counted independently of Spark
     assert base.n_true_pairs == paired and base.n_true_pairs_kept < paired  # the join path
-    inputs = prepare_inputs(so, ss, row_key="id", cache=(), paired_where=complete_targets(cfg()), prepared_for=cfg())
-    assert inputs.n_paired_where == inputs.n_paired_keys == paired
+    inputs = prepare_inputs(so, ss, row_key="id", cache=(), work=InputPassWork(cfg(), paired_where=complete_targets(cfg())))
+    assert inputs.pass_figures.n_paired_where == inputs.n_paired_keys == paired
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         mp.setattr(blocking, "true_pairs", lambda *a: pytest.fail("joined on the key although true_pairs was given"))
         hinted = linkage_attack(inputs, cfg())
     assert_same(hinted.details(), base.details())
-    with pytest.raises(ValueError, match="true_pairs=3 cannot be right"):
-        linkage_attack(dataclasses.replace(inputs, n_paired_where=3), cfg())  # fewer than the pairs scoring kept
+    with pytest.raises(ValueError, match="n_paired_where=3 \\(the true pairs\\) cannot be right"):
+        linkage_attack(with_figures(inputs, n_paired_where=3), cfg())  # fewer than the pairs scoring kept
     with pytest.raises(ValueError, match="non-negative integer"):
-        linkage_attack(dataclasses.replace(inputs, n_paired_where=-1), cfg())
+        linkage_attack(with_figures(inputs, n_paired_where=-1), cfg())
 
 
 def test_hints_prepared_for_another_configuration_are_ignored(blocked):
     """Figures counted for another configuration are not this attack's: it computes its
     own (here a wrong count would be refused if it were used)."""
     _, _, so, ss, base = blocked
-    inputs = prepare_inputs(so, ss, row_key="id", cache=(), paired_where=complete_targets(cfg()), prepared_for=cfg())
-    other = dataclasses.replace(inputs, n_paired_where=3, prepared_for=cfg(top_k=[1]))
+    inputs = prepare_inputs(so, ss, row_key="id", cache=(), work=InputPassWork(cfg(), paired_where=complete_targets(cfg())))
+    other = with_figures(inputs, n_paired_where=3, made_for=cfg(top_k=[1]))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "PR_EXACT_LIMIT", 100_000)
+        mp.setattr(rates, "PR_EXACT_LIMIT", 100_000)
         unhinted = linkage_attack(other, cfg())
     assert_same(unhinted.details(), base.details())
 
 
 def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
     """Scoring sorts by block id only: within a block, originals and synthetic records
-    arrive in any order, and a block may span Arrow batches. A first pass (split_rows)
+    arrive in any order, and a block may span Arrow batches. The unsplit pass (split_rows)
     adds one meta row per block with a synthetic record: scored, or too big to score in
     one piece (more than split_rows synthetic records, not handed to the function), or
     an id whose rows carry two check hashes (two blocks sharing it, not scored)."""
@@ -396,16 +396,16 @@ def test_map_blocks_splits_a_block_by_side_in_any_row_order(spark, sql_conf):
         (0, 1, 0.0, 0, 20, 3.0),
         (2, 2, 4.0, 3, 21, 3.0),
         (1, 1, 1.0, 4, 40, 4.0),
-        (1, 1, 1.0, 5, 50, 2.0),  # not a first pass: the check hash is not looked at
+        (1, 1, 1.0, 5, 50, 2.0),  # not the unsplit pass: the check hash is not looked at
     ]
     assert all(r[m] is None for r in got for m in meta)
 
-    first = scoring.map_blocks(frame, fn, schema, ["t0"], integral_key=True, split_rows=1).collect()
-    scored = sorted(tuple(r[f] for f in fields) for r in first if r[N.META] is None)
+    unsplit = scoring.map_blocks(frame, fn, schema, ["t0"], integral_key=True, split_rows=1).collect()
+    scored = sorted(tuple(r[f] for f in fields) for r in unsplit if r[N.META] is None)
     assert scored == [(0, 1, 0.0, 0, 20, 3.0), (1, 1, 1.0, 4, 40, 4.0)]
-    assert all(r[m] is None for r in first if r[N.META] is None for m in meta)
-    assert all(r[f] is None for r in first if r[N.META] is not None for f in fields)
-    assert sorted(tuple(r[m] for m in meta) for r in first if r[N.META] is not None) == [
+    assert all(r[m] is None for r in unsplit if r[N.META] is None for m in meta)
+    assert all(r[f] is None for r in unsplit if r[N.META] is not None for f in fields)
+    assert sorted(tuple(r[m] for m in meta) for r in unsplit if r[N.META] is not None) == [
         (N.SCORED_BLOCK, 4, 1, 1), (N.SCORED_BLOCK, 9, 0, 1), (N.BIG_BLOCK, 7, 2, 2), (N.SHARED_ID, 8, 1, 1),
     ]
 
@@ -427,7 +427,7 @@ def test_kdtree_path_equals_brute_force(blocked):
 
 def test_long_precision_recall_is_summarised_at_thresholds(blocked, monkeypatch):
     o, s, so, ss, base = blocked
-    monkeypatch.setattr(evaluation, "PR_EXACT_LIMIT", 20)
+    monkeypatch.setattr(rates, "PR_EXACT_LIMIT", 20)
     coarse = attack(so, ss, cfg(methods=["weighted"]))
     conf, full = coarse.methods["weighted"].confidence, base.methods["weighted"].confidence
     assert not conf.exact and 3 <= len(conf.rows) < len(full.rows)

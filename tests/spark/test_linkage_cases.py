@@ -11,13 +11,9 @@ import pytest
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import prepare_inputs
-from privacy_eval.linkage import (
-    complete_targets,
-    linkage_attack,
-    side_statistics,
-)
-from privacy_eval.linkage.prepare import SideStats
+from privacy_eval.inputs import InputPassWork, prepare_inputs
+from privacy_eval.linkage.attack import linkage_attack
+from privacy_eval.linkage.prepare import SideStats, complete_targets, input_pass_work
 from tests.support.asserts import assert_same
 from tests.support.linkage_frames import assert_matches_reference, attack, frames
 from tests.support.reference_linkage import linkage_reference
@@ -39,9 +35,9 @@ def continuous_data(n: int = 120, seed: int = 3) -> tuple[pd.DataFrame, pd.DataF
 def test_scoring_output_is_cached_only_when_some_block_is_scored_pair_by_pair(spark):
     """Blocks within max_pairs_per_block_for_confidence give a confidence histogram of
     unbounded size, read after the bounded ones: the scoring output is cached for it.
-    With both methods the first pass (the ranges) tells whether any block is that
+    With both methods the unsplit pass (the ranges) tells whether any block is that
     small: with every block above the bound nothing is cached. With Mahalanobis alone
-    the scoring is the first pass, which cannot know beforehand: it is always cached."""
+    the scoring is the unsplit pass, which cannot know beforehand: it is always cached."""
     from pyspark.sql.classic.dataframe import DataFrame
 
     o, s = continuous_data(n=40, seed=5)
@@ -237,22 +233,20 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     # counts them as the attack's join does.
     assert result.n_true_pairs == 36
     config = LinkageConfig(targets=["u", "v"], drop_incomplete=True)
-    inputs = prepare_inputs(
-        so, ss, row_key="id", paired_where=complete_targets(config), side_aggregates=side_statistics(config),
-        prepared_for=config,
-    )
-    assert (inputs.n_paired_keys, inputs.n_paired_where) == (40, 36)
-    # the first pass counted the incomplete records the attack drops, and its moments
+    inputs = prepare_inputs(so, ss, row_key="id", work=input_pass_work(config))
+    assert (inputs.n_paired_keys, inputs.pass_figures.n_paired_where) == (40, 36)
+    # the profile pass counted the incomplete records the attack drops, and its moments
     # are those of the complete ones
-    stats = SideStats.from_values(inputs.side_aggregates["original"], 2)
+    stats = SideStats.from_values(inputs.pass_figures.side_aggregates["original"], 2)
     assert (stats.n_rows, stats.n_incomplete, stats.moments.n) == (40, 3, 37)
     np.testing.assert_allclose(stats.moments.mean, o.dropna()[["u", "v"]].mean().to_numpy(), rtol=1e-12)
     hinted = linkage_attack(inputs, config)
     inputs.unpersist()
     assert_same(hinted.details(), result.details())
     # a target the attack will refuse: the key check counts nothing, and says so
-    bad = prepare_inputs(so, ss, row_key="id", paired_where=complete_targets(LinkageConfig(targets=["u", "w"])))
-    assert bad.n_paired_where is None and bad.n_paired_keys == 40
+    bad_config = LinkageConfig(targets=["u", "w"])
+    bad = prepare_inputs(so, ss, row_key="id", work=InputPassWork(bad_config, paired_where=complete_targets(bad_config)))
+    assert bad.pass_figures.n_paired_where is None and bad.n_paired_keys == 40
     bad.unpersist()
 
 

@@ -1,6 +1,7 @@
 """The metric contract: the registry decides the order of the results, every metric is
-checked before any runs, the registry supplies the first-pass hooks of prepare_inputs,
-and the alignment check belongs to the prepared inputs (computed once, on first use)."""
+checked before any runs, the registry gathers the work the metrics ask of the input
+passes (which the evaluation hands to prepare_inputs), and the alignment check belongs
+to the prepared inputs (computed once, on first use)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from privacy_eval.config import (
     RowDirectMatchConfig,
 )
 from privacy_eval.errors import InputError
-from privacy_eval.evaluation import evaluate_inputs
-from privacy_eval.inputs import prepare_inputs
-from privacy_eval.metrics import REGISTRY, configured
+from privacy_eval.evaluation import evaluate_inputs, load_inputs
+from privacy_eval.inputs import InputPassFigures, InputPassWork, prepare_inputs
+from privacy_eval.metrics import REGISTRY, configured, input_pass_work
 
 SCHEMA = "id long, a long, b string"
 ORIGINAL = [(i, i % 7, f"v{i % 3}") for i in range(40)]
@@ -52,13 +53,14 @@ def test_registry_keys_are_the_metrics_config_fields_in_order():
 
 
 def test_results_come_in_registry_order(spark):
-    inputs = prepare_inputs(*frames(spark), row_key="id", metrics=EXACT)
+    assert input_pass_work(EXACT) is None  # no configured metric asks anything of the input passes
+    inputs = prepare_inputs(*frames(spark), row_key="id", work=input_pass_work(EXACT))
     result = evaluate_inputs(inputs, EXACT)
     assert [row.metric for row in result.metrics] == [
         "row_direct_match_protection", "column_direct_match_protection", "knowledge_protection_rate",
     ]
     assert [c.risk_rank for c in result.columns] == [1, 2]
-    assert inputs.prepared_for is None  # no configured metric uses the first passes
+    assert inputs.pass_figures is None
 
 
 def test_a_failing_check_stops_before_any_metric_runs(spark, monkeypatch):
@@ -82,28 +84,33 @@ def test_a_failing_check_stops_before_any_metric_runs(spark, monkeypatch):
     assert computed == ["row_direct_match", "column_direct_match"]
 
 
-def test_prepare_inputs_takes_the_first_pass_hooks_from_the_registry(spark, monkeypatch):
-    """A metric offering first-pass work gets it done by prepare_inputs(metrics=...),
-    with `prepared_for` naming the configuration it was done for."""
+def test_the_registry_gathers_the_work_of_the_input_passes(spark, monkeypatch):
+    """A metric asking work of the input passes gets it done by
+    prepare_inputs(work=input_pass_work(metrics)), the figures naming the configuration
+    they were made for; prepare_inputs itself knows no metric, only the work."""
     rdm = REGISTRY[0]
     asked = []
 
-    def first_pass(config):
+    def work(config):
         asked.append(config)
-        return (lambda frame: F.col("a") > 2), (lambda frame: (frame, {"n_big": F.count(F.when(F.col("a") > 2, 1))}))
+        return InputPassWork(
+            config, paired_where=lambda frame: F.col("a") > 2,
+            side_aggregates=lambda frame: (frame, {"n_big": F.count(F.when(F.col("a") > 2, 1))}),
+        )
 
-    monkeypatch.setattr(metrics_package, "REGISTRY", (dataclasses.replace(rdm, first_pass=first_pass), *REGISTRY[1:]))
+    monkeypatch.setattr(metrics_package, "REGISTRY", (dataclasses.replace(rdm, input_pass_work=work), *REGISTRY[1:]))
     config = MetricsConfig(row_direct_match=RowDirectMatchConfig(target=80.0))
-    inputs = prepare_inputs(*frames(spark), row_key="id", metrics=config)
+    inputs = prepare_inputs(*frames(spark), row_key="id", work=input_pass_work(config))
     assert asked == [config.row_direct_match]
-    assert inputs.prepared_for == config.row_direct_match
     o_big = {i for i, a, _ in ORIGINAL if a > 2}
     s_big = {i for i, a, _ in SYNTHETIC if a > 2}
-    assert inputs.n_paired_where == len(o_big & s_big)
-    assert inputs.side_aggregates == {"original": {"n_big": len(o_big)}, "synthetic": {"n_big": len(s_big)}}
-    # The low-level keywords do the same without a registry.
-    low = prepare_inputs(*frames(spark), row_key="id", paired_where=first_pass(None)[0], prepared_for="mine")
-    assert low.n_paired_where == inputs.n_paired_where and low.prepared_for == "mine"
+    assert inputs.pass_figures == InputPassFigures(
+        made_for=config.row_direct_match, n_paired_where=len(o_big & s_big),
+        side_aggregates={"original": {"n_big": len(o_big)}, "synthetic": {"n_big": len(s_big)}},
+    )
+    # The same work handed in directly, without a registry.
+    low = prepare_inputs(*frames(spark), row_key="id", work=InputPassWork("mine", paired_where=work(None).paired_where))
+    assert low.pass_figures == InputPassFigures("mine", len(o_big & s_big), None)
 
 
 def test_alignment_is_computed_once_on_first_use(spark):
@@ -115,21 +122,45 @@ def test_alignment_is_computed_once_on_first_use(spark):
 
 
 def test_the_linkage_is_prepared_for_through_the_registry(spark):
-    """The job's way: prepare_inputs(metrics=...) has the key check count the attack's
-    true pairs and the first pass compute its per-side statistics."""
+    """prepare_inputs(work=input_pass_work(metrics)) has the key check count the attack's
+    true pairs and the profile pass compute its per-side statistics."""
     metrics = MetricsConfig(linkage=LinkageConfig(targets=["a"], methods=["weighted"]))
-    inputs = prepare_inputs(*frames(spark), row_key="id", metrics=metrics)
-    assert inputs.prepared_for == metrics.linkage
-    assert inputs.n_paired_where == 40 and inputs.side_aggregates is not None
+    inputs = prepare_inputs(*frames(spark), row_key="id", work=input_pass_work(metrics))
+    figures = inputs.pass_figures
+    assert figures.made_for == metrics.linkage
+    assert figures.n_paired_where == 40 and figures.side_aggregates is not None
     names = [row.metric for row in evaluate_inputs(inputs, metrics).metrics]
     assert names == ["linkage_success_rate", "linkage_success_rate_weighted"]
+
+
+def test_the_evaluation_hands_the_work_to_the_input_passes(spark, tmp_path):
+    """The job's way (evaluation.load_inputs): the work the configured metrics ask of the
+    input passes reaches prepare_inputs; without such a metric there is none."""
+    from privacy_eval.config import Config, Source
+
+    paths = {}
+    for side, rows in (("original", ORIGINAL), ("synthetic", SYNTHETIC)):
+        paths[side] = str(tmp_path / f"{side}.parquet")
+        spark.createDataFrame(rows, SCHEMA).write.parquet(paths[side])
+    linkage = MetricsConfig(linkage=LinkageConfig(targets=["a"], methods=["weighted"]))
+    for metrics, made_for in ((linkage, linkage.linkage), (EXACT, None)):
+        config = Config(dataset="t", original=Source(path=paths["original"]), synthetic=Source(path=paths["synthetic"]),
+                        row_key="id", metrics=metrics)
+        inputs = load_inputs(spark, config)
+        try:
+            figures = inputs.pass_figures
+            assert (figures and figures.made_for, figures and figures.n_paired_where) == (
+                (made_for, 40) if made_for else (None, None)
+            )
+        finally:
+            inputs.unpersist()
 
 
 def test_disclosure_trusts_no_row_key(spark):
     """Both disclosure rows come without the alignment check: the figures are counts of
     keys and values, whatever the row order."""
     metrics = MetricsConfig(disclosure=DisclosureConfig(keys=["a"], targets=["b"]))
-    inputs = prepare_inputs(*frames(spark), row_key="id", metrics=metrics)
+    inputs = prepare_inputs(*frames(spark), row_key="id")
     rows = evaluate_inputs(inputs, metrics).metrics
     assert [row.metric for row in rows] == ["replicated_uniques", "attribute_disclosure"]
     assert not inputs._alignment and all("alignment" not in row.details for row in rows)

@@ -12,7 +12,8 @@ import pytest
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.inputs import prepare_inputs
-from privacy_eval.linkage import complete_targets, linkage_attack, side_statistics
+from privacy_eval.linkage.attack import linkage_attack
+from privacy_eval.linkage.prepare import input_pass_work
 
 
 def _plain(v):
@@ -33,10 +34,8 @@ def frames(spark, o: pd.DataFrame, s: pd.DataFrame, schema: str):
 def prepared(so, ss, config: LinkageConfig | None = None, **kw):
     """Inputs as the job prepares them (nothing cached); with ``config``, also the
     attack's true pairs and per-side statistics for that configuration."""
-    hints = {} if config is None else dict(
-        paired_where=complete_targets(config), side_aggregates=side_statistics(config), prepared_for=config
-    )
-    return prepare_inputs(so, ss, row_key="id", cache=(), **hints, **kw)
+    work = None if config is None else input_pass_work(config)
+    return prepare_inputs(so, ss, row_key="id", cache=(), work=work, **kw)
 
 
 def attack(so, ss, config: LinkageConfig, **kw):

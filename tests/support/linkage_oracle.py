@@ -1,7 +1,7 @@
 """Test-only companions of the linkage kernel: explicit-table forms of the reduction, the
 per-record summary, the mode baseline and the precision-recall sweep, used by the tests
 and the benchmark as independent checks of the production path (which reduces
-histograms on the driver, privacy_eval.linkage.evaluation). Moved out of the
+histograms on the driver, privacy_eval.linkage.rates). Moved out of the
 production kernel unchanged; the last section (the snapping tolerance, one record's
 counts and top-k restated in plain Python) is shared by the kernel tests.
 

@@ -98,7 +98,7 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth):
 
 
 def test_a_space_too_wide_to_search_is_estimated_warned_about_and_refused():
-    from privacy_eval.distance.metrics import PAIR_COORDINATE_SECONDS, WIDE_SPACE, _scored_pairs, _wide_space_warnings
+    from privacy_eval.distance.pipeline import PAIR_COORDINATE_SECONDS, WIDE_SPACE, _scored_pairs, _wide_space_warnings
     from privacy_eval.errors import InputError
 
     every = ("hidden_rate", "distance_to_closest_record", "holdout_distance_share")

@@ -27,7 +27,7 @@ from privacy_eval.config import (
 from privacy_eval.distance import CloakingFigures, ClosestFigures, DistanceResult, HoldoutFigures, Space
 from privacy_eval.distance.kernel import Scaling
 from privacy_eval.errors import UserError
-from privacy_eval.linkage import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
+from privacy_eval.linkage.attack_result import LinkageMethodResult, LinkageResult, PrecisionRecallSummary
 from privacy_eval.metrics import (
     REGISTRY,
     Shared,

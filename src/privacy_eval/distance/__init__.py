@@ -8,7 +8,7 @@ run the exact searches (search.py), reduce their per-record results to the figur
 """
 
 from privacy_eval.distance.figures import CloakingFigures, ClosestFigures, HoldoutFigures
-from privacy_eval.distance.metrics import DistanceResult, distance_metrics
+from privacy_eval.distance.pipeline import DistanceResult, distance_metrics
 from privacy_eval.distance.space import Space
 
 __all__ = ["CloakingFigures", "ClosestFigures", "DistanceResult", "HoldoutFigures", "Space", "distance_metrics"]

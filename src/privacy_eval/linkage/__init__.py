@@ -2,38 +2,15 @@
 original records finds, for each synthetic record, the original it was generated from
 (docs/metrics.md, Linkage attack).
 
-How it runs and its deliberate deviations from the reference are described in
-:mod:`privacy_eval.linkage.attack`. The modules follow the attack's steps:
-:mod:`.prepare` (configuration against the data, complete records, per-side
-statistics), :mod:`.whitening`, :mod:`.blocking`, :mod:`.scoring` (the ``mapInArrow``
-pass, imported by the workers), :mod:`.evaluation` (rates, baselines, top-k,
-precision-recall, warnings) and :mod:`.results`; :mod:`.kernel` is the numpy/scipy
-part the workers run.
+The modules follow the attack's steps: :mod:`.attack` (``linkage_attack``; how it runs
+and its deliberate deviations from the reference), :mod:`.prepare` (configuration
+against the data, complete records, per-side statistics), :mod:`.covariance` (the
+Mahalanobis method's whitening), :mod:`.blocking`, :mod:`.scoring` (the passes over
+the blocks), :mod:`.rates` (rates, baselines, top-k, precision-recall, warnings) and
+:mod:`.attack_result` (what the attack returns).
+
+What the Spark workers run is in :mod:`.block_stream` (cutting the sorted rows into
+blocks), :mod:`.block_scoring` (scoring one block) and :mod:`.kernel` (numpy/scipy),
+with the column names of :mod:`.names`. A worker imports this package on the way to
+them, so this file imports nothing: the workers never load the driver's modules.
 """
-
-from privacy_eval.linkage.attack import linkage_attack
-from privacy_eval.linkage.evaluation import PR_EXACT_LIMIT, SINGLE_COLUMN_LIMIT
-from privacy_eval.linkage.prepare import (
-    METHODS,
-    check_linkage_inputs,
-    complete_targets,
-    side_statistics,
-)
-from privacy_eval.linkage.results import (
-    LinkageMethodResult,
-    LinkageResult,
-    PrecisionRecallSummary,
-)
-
-__all__ = [
-    "METHODS",
-    "PR_EXACT_LIMIT",
-    "SINGLE_COLUMN_LIMIT",
-    "LinkageMethodResult",
-    "LinkageResult",
-    "PrecisionRecallSummary",
-    "check_linkage_inputs",
-    "complete_targets",
-    "linkage_attack",
-    "side_statistics",
-]

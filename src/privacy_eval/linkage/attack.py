@@ -14,7 +14,7 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
 
 1. Schema checks (targets, blocking columns, ridge, top-k) without touching data.
 2. One native aggregation over both sides (or the figures ``prepare_inputs`` computed
-   in its first pass, ``inputs.side_aggregates``): null/NaN/inf counts per target and the
+   in its profile pass, ``inputs.pass_figures``): null/NaN/inf counts per target and the
    :class:`~privacy_eval.linkage.kernel.Moments` of the complete records (Spark's
    ``avg``/``covar_pop``, centred and merged like ``Moments.merge``; only p x p numbers
    are collected). From them: the incomplete-record check (or the drop counts), the
@@ -25,15 +25,15 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
 4. Both sides stacked, shuffled once by a 64-bit hash of the blocking values (the
    block id) and sorted by it, so that each block's rows are adjacent; ``mapInArrow``
    streams the rows, splits each block into its originals and synthetic records and
-   calls a per-block function on one block at a time (:func:`~privacy_eval.linkage.scoring.map_blocks`). This first
-   pass over the blocks is the weighted method's ranges (step 6) when that method is
-   asked for, else the scoring itself (step 7). It also counts each block: the block
-   figures (candidate pairs, blocks, largest block) come from one meta row per block,
-   aggregated by Spark; no separate pass over the data measures the blocks. A second
-   hash of the blocking values travels along: an id whose rows carry two of them
-   belongs to two blocks, and the first pass is made again with another seed.
-5. A block with more than ``split_rows`` synthetic records is not scored in the first
-   pass (its rows are counted, not buffered). When there are such blocks, one grouped
+   calls a per-block function on one block at a time (:func:`~privacy_eval.linkage.scoring.map_blocks`). This
+   unsplit pass over the blocks is the weighted method's ranges (step 6) when that
+   method is asked for, else the scoring itself (step 7). It also counts each block:
+   the block figures (candidate pairs, blocks, largest block) come from one meta row
+   per block, aggregated by Spark; no separate pass over the data measures the blocks.
+   A second hash of the blocking values travels along: an id whose rows carry two of
+   them belongs to two blocks, and the unsplit pass is made again with another seed.
+5. A block with more than ``split_rows`` synthetic records is not scored in the
+   unsplit pass (its rows are counted, not buffered). When there are such blocks, one grouped
    pass finds them (a small DataFrame that is broadcast-joined, never collected) and a
    second pass over them alone splits each on the synthetic side into
    ``ceil(n_syn / split_rows)`` sub-blocks by ``pmod(xxhash64(key), n_splits)``; its
@@ -57,9 +57,9 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
    ``math.fsum`` over integer counts, so the numbers are identical whatever the
    partitioning or splitting. When some synthetic records miss their true original,
    the number of true pairs tells "blocked away" from "no original with this key"
-   (blocking recall): ``inputs.n_paired_where`` when the inputs were prepared for this
-   configuration (the job's key check counts it, see
-   :func:`~privacy_eval.linkage.prepare.complete_targets`), else one join on the row
+   (blocking recall): ``inputs.pass_figures.n_paired_where`` when the inputs were
+   prepared for this configuration (the job's key check counts it, see
+   :func:`~privacy_eval.linkage.prepare.input_pass_work`), else one join on the row
    key, which also cross-checks the scoring pass.
 8. The precision-recall sweep is exact (one row per distinct eccentricity) when
    there are at most ``PR_EXACT_LIMIT`` distinct values, else it is reported at
@@ -96,16 +96,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.linkage import blocking
-from privacy_eval.linkage.evaluation import (
-    SINGLE_COLUMN_LIMIT,
-    TruePairs,
-    interpretation_warnings,
-    method_results,
-    single_column,
-    true_pairs_of,
-)
+from privacy_eval.linkage.attack_result import LinkageMethodResult, LinkageResult
+from privacy_eval.linkage.covariance import Whitened, whiten
 from privacy_eval.linkage.kernel.risk import blocking_recall
 from privacy_eval.linkage.prepare import (
     AttackPlan,
@@ -113,11 +108,17 @@ from privacy_eval.linkage.prepare import (
     checked_plan,
     prepare_sides,
 )
-from privacy_eval.linkage.results import LinkageMethodResult, LinkageResult
+from privacy_eval.linkage.rates import (
+    SINGLE_COLUMN_LIMIT,
+    TruePairs,
+    interpretation_warnings,
+    method_results,
+    single_column,
+    true_pairs_of,
+)
 from privacy_eval.linkage.scoring import Scored, ScoringSetup, score_blocks
-from privacy_eval.linkage.whitening import Whitened, whiten
 
-if TYPE_CHECKING:  # the scoring workers import this package: keep them off the input code
+if TYPE_CHECKING:
     from privacy_eval.inputs import EvaluationInputs
 
 __all__ = ["linkage_attack"]
@@ -125,7 +126,7 @@ __all__ = ["linkage_attack"]
 
 @dataclass(frozen=True)
 class _Hints:
-    """What ``prepare_inputs`` counted for this configuration: the true pairs and the
+    """What the input passes counted for this configuration: the true pairs and the
     per-side statistics (None: the attack computes them)."""
 
     true_pairs: int | None
@@ -144,13 +145,11 @@ def linkage_attack(
     ``inputs.original`` and ``inputs.synthetic`` hold the row key (unique, non-null, one
     type on both sides) and the compared columns (types reconciled). When the inputs
     were prepared for this configuration (``prepare_inputs(...,
-    metrics=MetricsConfig(linkage=config))``, as the job prepares them), their key
+    work=prepare.input_pass_work(config))``, as the job prepares them), their key
     check's count of true pairs spares the attack a join on the key, and their per-side
     statistics its pass for the null counts and moments. Raises :class:`InputError` for
     anything the user must fix; the message names the column.
     """
-    from privacy_eval.inputs import KEY
-
     plan = checked_plan(inputs, config)
     hints = _hints(inputs, config)
     bound = _checked_arguments(split_rows, hints.true_pairs, max_pairs_per_block_for_confidence)
@@ -183,9 +182,10 @@ def linkage_attack(
 
 
 def _hints(inputs: EvaluationInputs, config: LinkageConfig) -> _Hints:
-    if inputs.prepared_for != config:
+    figures = inputs.pass_figures
+    if figures is None or figures.made_for != config:
         return _Hints(None, None)
-    return _Hints(inputs.n_paired_where, inputs.side_aggregates)
+    return _Hints(figures.n_paired_where, figures.side_aggregates)
 
 
 def _checked_arguments(split_rows: int, hinted_true_pairs: int | None, max_pairs_per_block_for_confidence: int) -> int:
@@ -193,7 +193,7 @@ def _checked_arguments(split_rows: int, hinted_true_pairs: int | None, max_pairs
         raise ValueError("split_rows must be a positive integer")
     t = hinted_true_pairs
     if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 0):
-        raise ValueError("true_pairs must be a non-negative integer or None")
+        raise ValueError("n_paired_where (the true pairs) must be a non-negative integer or None")
     bound = int(max_pairs_per_block_for_confidence)
     if bound < 0:
         raise ValueError("max_pairs_per_block_for_confidence must not be negative")

@@ -1,5 +1,5 @@
 """Blocks: the candidates of a synthetic record are the originals with the same blocking
-values. Block ids and the check hash, the block figures from a first pass's meta rows,
+values. Block ids and the check hash, the block figures from the unsplit pass's meta rows,
 the split of blocks too big to score in one piece, and the count of true pairs.
 
 See docs/metrics.md, Linkage attack: candidates and blocking; truth coverage and "not
@@ -56,8 +56,7 @@ def block_id(bcols: Sequence[str], attempt: int) -> Column:
     (``null_flagged``); ``attempt`` seeds it.
 
     Scoring groups by it instead of by the values: shuffling, sorting and handing to
-    Python one long costs a fraction of what text columns cost (the scoring stage took
-    half the time at 1e6 records). The first pass over the blocks checks that no two
+    Python one long costs a fraction of what text columns cost. The unsplit pass over the blocks checks that no two
     blocks share an id; if two do, the next attempt hashes with another seed.
     """
     return F.xxhash64(F.lit(attempt), *null_flagged([F.col(c) for c in bcols]))
@@ -84,7 +83,7 @@ def with_block_ids(orig: DataFrame, syn: DataFrame, bcols: Sequence[str], attemp
 
 @dataclass(frozen=True)
 class BlockFigures:
-    """What a first pass over the blocks measured, from its meta rows."""
+    """What the unsplit pass over the blocks measured, from its meta rows."""
 
     shared: int  # ids that two blocks share (then hash again)
     blocks: int  # blocks with a synthetic record
@@ -108,7 +107,7 @@ class BlockFigures:
 
 
 def figure_aggregates() -> list[Column]:
-    """The block figures, aggregated over the meta rows of a first pass: one row per
+    """The block figures, aggregated over the meta rows of the unsplit pass: one row per
     block with a synthetic record, and one per id that two blocks share."""
     meta, no, ns = F.col(N.META), F.col(N.M_NO), F.col(N.M_NS)
     block = meta.isin(N.SCORED_BLOCK, N.BIG_BLOCK)
@@ -135,7 +134,7 @@ def big_blocks(orig: DataFrame, syn: DataFrame, split_rows: int) -> DataFrame:
     """The blocks with more than ``split_rows`` synthetic records, with their number of
     splits and candidate pairs: a small DataFrame for a broadcast join, never collected.
 
-    Only a first pass that found such blocks asks for it (one grouped pass with partial
+    Only an unsplit pass that found such blocks asks for it (one grouped pass with partial
     aggregation; most data has no block that big).
     """
     per_block = stacked_sides(orig, syn, [N.BLOCK_ID], N.SIDE).groupBy(N.BLOCK_ID).agg(

@@ -5,7 +5,7 @@ Every name carries the reserved prefix, so that no user column can collide with 
 
 from __future__ import annotations
 
-from privacy_eval.frames import INTERNAL_PREFIX
+from privacy_eval.columns import INTERNAL_PREFIX
 
 PREFIX = INTERNAL_PREFIX + "lk_"
 KEY = PREFIX + "key"
@@ -18,8 +18,8 @@ CHECK_HASH = PREFIX + "block_check"
 N_ORIGINAL = PREFIX + "n_o"
 N_SYNTHETIC = PREFIX + "n_s"
 
-# Meta rows of a first pass over the blocks: the kind, the block id (stays in Spark: a
-# join key, never collected) and the block's sizes.
+# Meta rows of the unsplit pass over the blocks (scoring.py): the kind, the block id
+# (stays in Spark: a join key, never collected) and the block's sizes.
 META, M_BLOCK, M_NO, M_NS = PREFIX + "meta", PREFIX + "m_block", PREFIX + "m_n_o", PREFIX + "m_n_s"
 META_SCHEMA = f"{META} int, {M_BLOCK} long, {M_NO} long, {M_NS} long"
 SCORED_BLOCK, BIG_BLOCK, SHARED_ID = 0, 1, 2  # meta kinds

@@ -1,7 +1,7 @@
 """Preparing the attack: its configuration checked against the data, the targets and
 blocking values in the attack's own columns, which records are complete, and the
 per-side counts and moments (one native aggregation over both sides, or the figures
-``prepare_inputs`` computed in its first pass).
+``prepare_inputs`` computed in its profile pass).
 
 See docs/metrics.md, Linkage attack: candidates and blocking; truth coverage and "not
 measurable".
@@ -10,7 +10,7 @@ measurable".
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +19,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
 from privacy_eval.frames import as_double_sql, finite_sql, qcol, quote, stacked_sides
+from privacy_eval.inputs import InputPassWork
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.blocking import normalised_value
 from privacy_eval.linkage.kernel.whitening import Moments
 
-if TYPE_CHECKING:  # the scoring workers import this package: keep them off the input code
-    from privacy_eval.inputs import EvaluationInputs, SideAggregates
+if TYPE_CHECKING:
+    from privacy_eval.inputs import EvaluationInputs, PairedWhere, SideAggregates
 
 __all__ = [
     "METHODS",
@@ -36,6 +38,7 @@ __all__ = [
     "SideStats",
     "check_linkage_inputs",
     "complete_targets",
+    "input_pass_work",
     "prepare_sides",
     "side_statistics",
     "validated_plan",
@@ -77,8 +80,6 @@ def check_linkage_inputs(inputs: EvaluationInputs, config: LinkageConfig) -> Non
 
 def checked_plan(inputs: EvaluationInputs, config: LinkageConfig) -> AttackPlan:
     """:func:`check_linkage_inputs`, returning the checked configuration."""
-    from privacy_eval.inputs import KEY
-
     for role, names in (("target", config.targets), ("blocking column", config.blocking)):
         for name in names:
             if name not in inputs.columns:
@@ -162,10 +163,18 @@ def complete_condition(tcols: Sequence[str]) -> Column:
     return _all_finite([quote(c) for c in tcols])
 
 
-def complete_targets(config: LinkageConfig) -> Callable[[DataFrame], Column | None]:
-    """For ``prepare_inputs(paired_where=...)``: a record can be half of a true pair
-    when every target is a finite number, as the attack requires (it drops or refuses
-    the others). None while a target is missing or not a number: the attack's own
+def input_pass_work(config: LinkageConfig) -> InputPassWork:
+    """What the attack of ``config`` asks of the input passes (``prepare_inputs(work=...)``):
+    its true pairs, counted by the key check (:func:`complete_targets`), and its per-side
+    statistics, by the profile pass (:func:`side_statistics`). They spare it a join on
+    the key and a pass over both tables of its own."""
+    return InputPassWork(made_for=config, paired_where=complete_targets(config), side_aggregates=side_statistics(config))
+
+
+def complete_targets(config: LinkageConfig) -> PairedWhere:
+    """``InputPassWork.paired_where``: a record can be half of a true pair when every
+    target is a finite number, as the attack requires (it drops or refuses the
+    others). None while a target is missing or not a number: the attack's own
     validation then says so."""
 
     def condition(frame: DataFrame) -> Column | None:
@@ -224,11 +233,10 @@ class SideStats:
 
 
 def side_statistics(config: LinkageConfig) -> SideAggregates:
-    """For ``prepare_inputs(side_aggregates=...)``: the attack's per-side statistics as
-    aggregates of the first pass over the data; with ``prepared_for=config`` the attack
-    then makes no pass of its own over both tables (at 1e6 records per side a session's
-    first run took 8.65 s instead of 9.07 s, medians of ten). None while a target is
-    missing or not a number: the attack's own validation then says so."""
+    """``InputPassWork.side_aggregates``: the attack's per-side statistics as aggregates
+    of the profile pass over the data; given them, the attack makes no pass of its own
+    over both tables. None while a target is missing or not a number: the attack's own
+    validation then says so."""
 
     def aggregates(frame: DataFrame) -> tuple[DataFrame, dict[str, Column]] | None:
         xs = _target_values(config, frame)
@@ -244,8 +252,7 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[str]) -> tuple[DataFrame, di
 
     The per-record flags and masked values are columns of their own, computed once per
     record, rather than expressions repeated inside the aggregates (the completeness
-    test sat in 21 of them): at 1e6 records per side the pass's tasks took 0.63 s of
-    CPU instead of 0.80 s (medians of four runs).
+    test sat in 21 of them), which costs the pass's tasks less CPU.
 
     Native aggregates: Spark's ``avg`` and ``covar_pop`` update centred moments record
     by record and merge partial results with the same formulas as
@@ -288,7 +295,7 @@ def _hinted_stats(side_aggregates: Mapping[str, Mapping[str, Any]], p: int) -> t
         return SideStats.from_values(side_aggregates["original"], p), SideStats.from_values(side_aggregates["synthetic"], p)
     except (KeyError, TypeError):
         raise ValueError(
-            "side_stats must be the side_aggregates of prepare_inputs(side_aggregates=side_statistics(config))"
+            "the input passes' side_aggregates must be those of InputPassWork(side_aggregates=side_statistics(config))"
         ) from None
 
 

@@ -12,6 +12,9 @@ Every metric module offers the same small surface, collected in one `Metric` ent
   ColumnRow for per-column figures), in the order they are written.
 - `report_keys` and `report_section`: the numeric details the report prints for its
   rows, and the report's section of its own (figures included), if any.
+- `input_pass_work(config)`, if any: what it asks of the passes over the data that
+  `prepare_inputs` makes anyway (`inputs.InputPassWork`); `input_pass_work(metrics)`
+  gathers it for the evaluation.
 
 Adding a metric = one module, one entry in REGISTRY, and its configuration dataclass
 (a field of `config.MetricsConfig` named like the entry's `key`). REGISTRY's order is
@@ -35,7 +38,7 @@ from privacy_eval.results import ColumnRow, MetricRow
 if TYPE_CHECKING:
     from privacy_eval.alignment import AlignmentResult
     from privacy_eval.config import MetricsConfig
-    from privacy_eval.inputs import EvaluationInputs
+    from privacy_eval.inputs import EvaluationInputs, InputPassWork
 
 # Warnings keep the logger name they were always logged under.
 log = logging.getLogger("privacy_eval.evaluation")
@@ -104,8 +107,7 @@ class Metric:
     # reads them at all: the aggregate may hold only the columns some metric reads.
     occurrence_columns: Callable[[Any], Sequence[str]] | None = None
     trusts_row_key: bool = False    # marked `misaligned` when the alignment check fails
-    # Work for the first passes of prepare_inputs: config -> (paired_where, side_aggregates).
-    first_pass: Callable[[Any], tuple[Any, Any]] | None = None
+    input_pass_work: Callable[[Any], InputPassWork] | None = None
 
 
 def configured(metrics: MetricsConfig) -> list[tuple[Metric, Any]]:
@@ -114,16 +116,16 @@ def configured(metrics: MetricsConfig) -> list[tuple[Metric, Any]]:
     return [(metric, config) for metric, config in chosen if config is not None]
 
 
-def first_pass_hooks(metrics: MetricsConfig) -> tuple[Any, Any, Any]:
-    """`prepare_inputs`' (paired_where, side_aggregates, prepared_for) for `metrics`."""
-    hooks = [(metric, config) for metric, config in configured(metrics) if metric.first_pass is not None]
-    if not hooks:
-        return None, None, None
-    if len(hooks) > 1:  # one condition and one set of aggregates per pass, so far
-        raise ValueError(f"only one metric can use the first passes, not {[m.key for m, _ in hooks]}")
-    metric, config = hooks[0]
-    paired_where, side_aggregates = metric.first_pass(config)
-    return paired_where, side_aggregates, config
+def input_pass_work(metrics: MetricsConfig) -> InputPassWork | None:
+    """What the metrics `metrics` configures ask of the input passes
+    (`prepare_inputs(work=...)`); None when none asks anything."""
+    asking = [(metric, config) for metric, config in configured(metrics) if metric.input_pass_work is not None]
+    if not asking:
+        return None
+    if len(asking) > 1:  # one condition and one set of aggregates per pass, so far
+        raise ValueError(f"only one metric can ask work of the input passes, not {[m.key for m, _ in asking]}")
+    metric, config = asking[0]
+    return metric.input_pass_work(config)
 
 
 def require_compared(inputs: EvaluationInputs, role: str, name: str) -> None:

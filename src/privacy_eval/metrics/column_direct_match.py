@@ -11,9 +11,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import ColumnDirectMatchConfig
 from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
-from privacy_eval.inputs import KEY
 from privacy_eval.metrics import Metric, Row, Shared
 from privacy_eval.results import ColumnRow, MetricRow
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import DistanceConfig
 from privacy_eval.errors import InputError
-from privacy_eval.inputs import KEY
 from privacy_eval.metrics import Metric, Row, Shared, require_compared
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -41,7 +41,7 @@ def _check(inputs: EvaluationInputs, config: DistanceConfig) -> None:
         return
     if inputs.holdout is None:
         raise InputError("metrics.distance.holdout_distance_share needs a 'holdout' table")
-    from privacy_eval.distance.metrics import EMPTY_HOLDOUT
+    from privacy_eval.distance.pipeline import EMPTY_HOLDOUT
 
     _, n_holdout = inputs.typed_holdout(distance_columns(inputs, config))  # refuses what does not convert
     if n_holdout == 0:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.columns import INTERNAL_PREFIX
 from privacy_eval.config import KnowledgeProtectionConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import INTERNAL_PREFIX, N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol, shuffle_partitions
+from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol, shuffle_partitions
 from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.binning import BinGrid, bin_grids, profiles
 from privacy_eval.results import MetricRow

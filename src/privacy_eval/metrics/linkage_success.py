@@ -1,8 +1,9 @@
 """Linkage success rate: the metric entry of the linkage attack (docs/metrics.md,
 "Linkage attack").
 
-The attack is the package `privacy_eval.linkage` (`linkage_attack`, its result types
-and its checks); this module turns its result into results rows and a report section.
+The attack is the package `privacy_eval.linkage` (`attack.linkage_attack`, its result
+types and its checks); this module turns its result into results rows and a report
+section.
 The package is imported when the linkage is configured, not before: it brings numpy,
 pandas and scipy along, which the other metrics never need.
 
@@ -23,8 +24,8 @@ from privacy_eval.metrics import Metric, Shared
 from privacy_eval.results import ColumnRow, MetricRow
 
 if TYPE_CHECKING:
-    from privacy_eval.inputs import EvaluationInputs
-    from privacy_eval.linkage import LinkageMethodResult, LinkageResult
+    from privacy_eval.inputs import EvaluationInputs, InputPassWork
+    from privacy_eval.linkage.attack_result import LinkageMethodResult, LinkageResult
 
 NAME = "linkage_success_rate"
 METHOD_PREFIX = NAME + "_"  # + method name: one row per method
@@ -45,21 +46,19 @@ SHARED_KEYS = (
 
 
 def _check(inputs: EvaluationInputs, config: LinkageConfig) -> None:
-    from privacy_eval.linkage import check_linkage_inputs
+    from privacy_eval.linkage.prepare import check_linkage_inputs
 
     check_linkage_inputs(inputs, config)
 
 
-def _first_pass(config: LinkageConfig) -> tuple[Any, Any]:
-    """The attack's true pairs, counted by the key check's pass, and its per-side
-    statistics, by the first pass: they spare it a join on the key and a pass."""
-    from privacy_eval.linkage import complete_targets, side_statistics
+def _input_pass_work(config: LinkageConfig) -> InputPassWork:
+    from privacy_eval.linkage.prepare import input_pass_work
 
-    return complete_targets(config), side_statistics(config)
+    return input_pass_work(config)
 
 
 def _compute(shared: Shared, config: LinkageConfig) -> LinkageResult:
-    from privacy_eval.linkage import linkage_attack
+    from privacy_eval.linkage.attack import linkage_attack
 
     return linkage_attack(shared.inputs, config)
 
@@ -135,5 +134,5 @@ METRIC = Metric(
     report_section=_report_section,
     figures=(RATE_FIGURE, TOP_K_FIGURE),
     trusts_row_key=True,
-    first_pass=_first_pass,
+    input_pass_work=_input_pass_work,
 )

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from privacy_eval.frames import INTERNAL_PREFIX, as_double_sql, finite_double, qcol
+from privacy_eval.columns import INTERNAL_PREFIX
+from privacy_eval.frames import as_double_sql, finite_double, qcol
 
 # synthpop switches from quantile to equal-width breaks below this many groups.
 FEWEST_QUANTILE_GROUPS = 3

@@ -8,7 +8,7 @@ workers then receive each (block, sub-block) of the candidate table from one
 every pair, eccentricity included) or :func:`evaluate_block_kdtree` (exact counts
 without scoring every pair), and every target alone with :func:`evaluate_column_best`.
 The per-record results are reduced to histograms on the worker; the rates are computed
-on the driver from those histograms (:mod:`privacy_eval.linkage.evaluation`), with
+on the driver from those histograms (:mod:`privacy_eval.linkage.rates`), with
 :func:`top_k_probability` and :func:`blocking_recall` from here.
 
 Semantics (docs/metrics.md, Linkage attack):

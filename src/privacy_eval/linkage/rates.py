@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.linkage import names as N
+from privacy_eval.linkage.attack_result import LinkageMethodResult, PrecisionRecallSummary
 from privacy_eval.linkage.kernel.risk import top_k_probability
-from privacy_eval.linkage.results import LinkageMethodResult, PrecisionRecallSummary
 
 __all__ = [
     "PR_COVERAGE_LEVELS",
@@ -308,7 +308,7 @@ def true_pairs_of(
     if hint is not None:
         if not kept <= hint <= n_synthetic:
             raise ValueError(
-                f"true_pairs={hint} cannot be right: scoring found {kept} true "
+                f"n_paired_where={hint} (the true pairs) cannot be right: scoring found {kept} true "
                 f"pair(s) among the candidates of {n_synthetic} synthetic records"
             )
         return TruePairs(hint, kept)
