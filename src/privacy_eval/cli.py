@@ -165,12 +165,15 @@ def _run(config: Config, run_id: str, args: argparse.Namespace) -> int:
 
 
 def _report_writer() -> Callable[..., Path]:
-    """privacy_eval.report.write_report, imported before the evaluation so that a
-    missing matplotlib fails in a second, not after the metrics."""
+    """privacy_eval.report.write_report, with the module of its figures imported before
+    the evaluation, so that a missing matplotlib (an optional dependency) fails in a
+    second, not after the metrics."""
     try:
-        from privacy_eval.report import write_report
+        import privacy_eval.plots  # noqa: F401 - imports matplotlib
     except ImportError as exc:
-        raise UserError(f"--report needs matplotlib ({exc})") from None
+        raise UserError(f"--report needs matplotlib: pip install 'privacy-eval[report]' ({exc})") from None
+    from privacy_eval.report import write_report
+
     return write_report
 
 

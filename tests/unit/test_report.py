@@ -34,7 +34,6 @@ from privacy_eval.metrics import (
     column_direct_match,
     disclosure,
     distance,
-    distance_report,
     linkage_success,
 )
 from privacy_eval.metrics.binning import BinGrid
@@ -321,9 +320,9 @@ def test_whitelisted_keys_are_real_details_keys():
     method = details["linkage_success_rate_weighted"]
     assert set(linkage_success.METHOD_KEYS) <= set(method)
     assert set(linkage_success.SHARED_KEYS) <= set(method["shared"])
-    for group, keys in distance_report.GROUPS:
+    for group, keys in distance.GROUPS:
         assert set(keys) <= set().union(*(details[name] for name in group)), group
-    assert set(distance_report.SPACE_KEYS) <= set(details["hidden_rate"]["space"])
+    assert set(distance.SPACE_KEYS) <= set(details["hidden_rate"]["space"])
 
 
 def test_sections_and_figures_come_from_the_registry_in_its_order():
@@ -360,8 +359,8 @@ def test_cli_takes_report_dir_and_checks_matplotlib_first(monkeypatch):
     assert cli.parse_args(["--config", "c.yaml", "--report", "out"]).report == "out"
     assert cli._report_writer() is report.write_report
     # Without matplotlib: a one-line user error before any Spark work, not exit 1 later.
-    monkeypatch.setitem(sys.modules, "privacy_eval.report", None)
-    with pytest.raises(UserError, match="--report needs matplotlib"):
+    monkeypatch.setitem(sys.modules, "privacy_eval.plots", None)
+    with pytest.raises(UserError, match="--report needs matplotlib: pip install 'privacy-eval\\[report\\]'"):
         cli._report_writer()
 
 
@@ -475,7 +474,7 @@ def test_summary_of_the_existing_metrics_is_unchanged():
 
 
 # --------------------------------------------------------------------------
-# the distance-based metrics' section (metrics/distance_report.py)
+# the distance-based metrics' section (metrics/distance.py)
 # --------------------------------------------------------------------------
 
 D1, LC = distance.D1_FIGURE, distance.LC_FIGURE
@@ -483,7 +482,7 @@ D1, LC = distance.D1_FIGURE, distance.LC_FIGURE
 
 def _section(directory: Path, metrics: list[MetricRow]) -> str:
     directory.mkdir(parents=True, exist_ok=True)
-    return "\n".join(distance_report.report_section(directory, metrics, []))
+    return "\n".join(distance.report_section(directory, metrics, []))
 
 
 def _is_png(path: Path) -> bool:
@@ -561,7 +560,7 @@ def test_distance_section_nndr_undefined_and_not_measurable(tmp_path):
 
 def test_distance_section_none_without_distance_rows(tmp_path):
     metrics, columns = _rows()
-    assert distance_report.report_section(tmp_path, metrics, columns) == []
+    assert distance.report_section(tmp_path, metrics, columns) == []
     assert not (tmp_path / D1).exists() and not (tmp_path / LC).exists()
 
 

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.columns import KEY
 from privacy_eval.config import ColumnDirectMatchConfig
+from privacy_eval.formatting import code, fmt
 from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
 from privacy_eval.metrics import Metric, Row, Shared
 from privacy_eval.results import ColumnRow, MetricRow
@@ -139,13 +140,13 @@ def _rows(shared: Shared, config: ColumnDirectMatchConfig, result: ColumnDirectM
 
 
 def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[ColumnRow]) -> list[str]:
-    from privacy_eval import report as R  # matplotlib only when a report is asked for
+    from privacy_eval import plots  # matplotlib: only when a report is asked for
 
     if not columns:
         return []
     cdm = next((m for m in metrics if m.metric == NAME), None)
     ranked = sorted(columns, key=lambda c: c.risk_rank)
-    R.column_figure(out / FIGURE, ranked, cdm.target if cdm else None)
+    plots.column_figure(out / FIGURE, ranked, cdm.target if cdm else None)
     lines = ["## Column Direct Match Protection per column", "",
              "Most re-identifying first (rank 1). P_c in percent.", "",
              f"![Column Direct Match Protection per column]({FIGURE})", "",
@@ -153,7 +154,7 @@ def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[C
              "|---:|---|---:|---:|---:|---|"]
     for c in ranked:
         below = {True: "yes", False: "no", None: "no target"}[c.below_target]
-        lines.append(f"| {c.risk_rank} | {R.code(c.column_name)} | {R.fmt(c.protection, 3)} | {c.matches} "
+        lines.append(f"| {c.risk_rank} | {code(c.column_name)} | {fmt(c.protection, 3)} | {c.matches} "
                      f"| {c.distinct_synthetic} | {below} |")
     return lines + [""]
 

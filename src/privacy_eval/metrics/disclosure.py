@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from privacy_eval.config import DisclosureConfig
+from privacy_eval.formatting import code, numeric_items
 from privacy_eval.frames import (
     INTERNAL_PREFIX,
     N_ORIGINAL,
@@ -404,29 +405,29 @@ def _check_warnings(t: TargetDisclosure, config: DisclosureConfig) -> list[str]:
 
 
 def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[ColumnRow]) -> list[str]:
-    from privacy_eval import report as R  # matplotlib only when a report is asked for
+    from privacy_eval import plots  # matplotlib: only when a report is asked for
 
     attrib = next((m for m in metrics if m.metric == ATTRIBUTE_DISCLOSURE), None)
     ident = next((m for m in metrics if m.metric == REPLICATED_UNIQUES), None)
     per_target = attrib.details.get("per_target") if attrib is not None else None
     if not isinstance(per_target, dict) or not per_target:
         return []
-    figures = {name: dict(R.numeric_items(values, TARGET_KEYS)) for name, values in per_target.items()
+    figures = {name: dict(numeric_items(values, TARGET_KEYS)) for name, values in per_target.items()
                if isinstance(values, dict)}
     points = [(name, _number(per_target[name], "Dorig"), _number(per_target[name], "DiSCO")) for name in figures]
     identity = None
     if ident is not None:
         identity = (_number(ident.details, "UiO"), _number(ident.details, "repU"))
-    R.disclosure_figure(out / FIGURE, points, identity, attrib.target)
+    plots.disclosure_figure(out / FIGURE, points, identity, attrib.target)
     names = list(figures)
     lines = ["## Identity and attribute disclosure", "",
              "Percent of the original records (SDMetrics' two figures: 0-1, higher protects more). "
-             "Keys: " + ", ".join(R.code(k) for k in attrib.details.get("keys", []) if isinstance(k, str)) + ".", "",
+             "Keys: " + ", ".join(code(k) for k in attrib.details.get("keys", []) if isinstance(k, str)) + ".", "",
              f"![Attribute disclosure per target]({FIGURE})", ""]
     if ident is not None:
-        items = R.numeric_items(ident.details, IDENTITY_KEYS)
+        items = numeric_items(ident.details, IDENTITY_KEYS)
         lines += ["Identity: " + ", ".join(f"{k} = {v}" for k, v in items), ""]
-    lines += ["| per target | " + " | ".join(R.code(n) for n in names) + " |", "|---|" + "---:|" * len(names)]
+    lines += ["| per target | " + " | ".join(code(n) for n in names) + " |", "|---|" + "---:|" * len(names)]
     for key in TARGET_KEYS:
         lines.append(f"| {key} | " + " | ".join(figures[n].get(key, "—") for n in names) + " |")
     for check in ("check_1way", "check_2way"):

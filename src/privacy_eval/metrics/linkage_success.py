@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privacy_eval.config import LinkageConfig
+from privacy_eval.formatting import code, fmt, is_number, numeric_items
 from privacy_eval.metrics import Metric, Shared
 from privacy_eval.results import ColumnRow, MetricRow
 
@@ -82,7 +83,7 @@ def _rows(shared: Shared, config: LinkageConfig, result: LinkageResult) -> list[
 
 
 def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[ColumnRow]) -> list[str]:
-    from privacy_eval import report as R  # matplotlib only when a report is asked for
+    from privacy_eval import plots  # matplotlib: only when a report is asked for
 
     rows = [m for m in metrics if m.metric.startswith(METHOD_PREFIX)]
     if not rows:
@@ -92,24 +93,24 @@ def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[C
     top_k = [_top_k(m.details) for m in rows]
     lines = ["## Linkage attack", ""]
     if headline is not None and headline.details.get("method") in methods:
-        lines += [f"Headline method (the larger success rate): {R.code(headline.details['method'])}.", ""]
+        lines += [f"Headline method (the larger success rate): {code(headline.details['method'])}.", ""]
 
-    R.linkage_rate_figure(out / RATE_FIGURE, methods, rows, rows[0].target)
+    plots.linkage_rate_figure(out / RATE_FIGURE, methods, rows, rows[0].target)
     lines += [f"![Linkage success rate vs random baseline]({RATE_FIGURE})", ""]
     if any(top_k):
-        R.top_k_figure(out / TOP_K_FIGURE, methods, top_k)
+        plots.top_k_figure(out / TOP_K_FIGURE, methods, top_k)
         lines += [f"![Top-k hit rate]({TOP_K_FIGURE})", ""]
 
-    lines += ["| per method | " + " | ".join(R.code(m) for m in methods) + " |", "|---|" + "---:|" * len(methods)]
-    values = [dict(R.numeric_items(m.details, METHOD_KEYS)) for m in rows]
+    lines += ["| per method | " + " | ".join(code(m) for m in methods) + " |", "|---|" + "---:|" * len(methods)]
+    values = [dict(numeric_items(m.details, METHOD_KEYS)) for m in rows]
     for key in METHOD_KEYS:
         lines.append(f"| {key} | " + " | ".join(v.get(key, "—") for v in values) + " |")
     for k in sorted({k for hits in top_k for k in hits}):
-        cells = [R.fmt(hits[k]) if k in hits else "—" for hits in top_k]
+        cells = [fmt(hits[k]) if k in hits else "—" for hits in top_k]
         lines.append(f"| top_{k} hit rate | " + " | ".join(cells) + " |")
     lines.append("")
 
-    shared = R.numeric_items(rows[0].details.get("shared"), SHARED_KEYS)
+    shared = numeric_items(rows[0].details.get("shared"), SHARED_KEYS)
     if shared:
         lines += ["| both methods | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in shared), ""]
     return lines
@@ -117,8 +118,6 @@ def _report_section(out: Path, metrics: Sequence[MetricRow], columns: Sequence[C
 
 def _top_k(details: Mapping[str, Any]) -> dict[int, float]:
     """k -> hit rate; the keys are strings of whole numbers in JSON-safe details."""
-    from privacy_eval.report import is_number
-
     hits = details.get("top_k")
     if not isinstance(hits, Mapping):
         return {}
