@@ -27,8 +27,8 @@ from privacy_eval.errors import InputError, UserError
 from privacy_eval.frames import local_frame, quote
 
 __all__ = [
-    "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES", "ColumnRow", "CommitError",
-    "MetricRow", "RunRecord", "ensure_tables", "write_run",
+    "AT_LEAST", "AT_MOST", "AT_MOST_ABOVE_EXPECTED", "COLUMN_PROTECTION", "COMMIT_STEPS", "METRIC_RESULTS", "TABLES",
+    "ColumnRow", "CommitError", "Comparison", "MetricRow", "RunRecord", "ensure_tables", "write_run",
 ]
 
 METRIC_RESULTS = "metric_results"
@@ -71,20 +71,44 @@ COLUMN_PROTECTION_SCHEMA = T.StructType([
 # has none, so a target on it cannot be checked.
 MEASURED = "ok"
 
-# Units whose figure is a protection (higher is safer): they pass at value >= target. Every
-# other unit (`fraction`, a success or closeness rate) passes at value <= target.
-AT_LEAST_UNITS = ("percent", "records", "distance", "ratio")
-# The metric whose target bounds its excess over a baseline: passes at value - details["expected"] <= target.
-HOLDOUT_DISTANCE_SHARE = "holdout_distance_share"
-# Percentages of disclosed records (risks, lower is safer): they pass at value <= target.
-REPLICATED_UNIQUES = "replicated_uniques"
-ATTRIBUTE_DISCLOSURE = "attribute_disclosure"
-AT_MOST_PERCENT = (REPLICATED_UNIQUES, ATTRIBUTE_DISCLOSURE)
+
+@dataclass(frozen=True)
+class Comparison:
+    """How a value meets its target, as its metric states it: at least the target (a
+    protection, higher is safer) or at most (a risk or a rate, lower is safer). With
+    `baseline`, the target bounds the value's distance from `details[baseline]`: the
+    value must be at least (at most) that baseline plus the target."""
+
+    at_least: bool
+    baseline: str | None = None
+
+    def passes(self, value: float, target: float, details: dict[str, Any]) -> bool:
+        # With a baseline: value <= baseline + target, i.e. value - baseline <= target
+        # (in this form a value of exactly baseline + target, as written, passes).
+        limit = target if self.baseline is None else details[self.baseline] + target
+        return value >= limit if self.at_least else value <= limit
+
+    def text(self, target: float, ascii: bool = False) -> str:
+        """"≥ 90", "≤ 0.05", "≤ expected + 0.02" (">=" and "<=" when `ascii`)."""
+        op = (">=" if self.at_least else "<=") if ascii else ("≥" if self.at_least else "≤")
+        if self.baseline is None:
+            return f"{op} {target:g}"
+        sign = "-" if target < 0 else "+"
+        if not ascii and sign == "-":
+            sign = "−"
+        return f"{op} {self.baseline} {sign} {abs(target):g}"
+
+
+AT_LEAST = Comparison(at_least=True)
+AT_MOST = Comparison(at_least=False)
+# The holdout share: its excess over the share expected without memorisation is bounded.
+AT_MOST_ABOVE_EXPECTED = Comparison(at_least=False, baseline="expected")
 
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric of one run, before the run-level columns are added."""
+    """One metric of one run, before the run-level columns are added. Its metric states
+    how the value meets the target (`comparison`)."""
 
     metric: str
     value: float | None
@@ -94,48 +118,28 @@ class MetricRow:
     numerator: int | None = None
     denominator: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    comparison: Comparison = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.metric == HOLDOUT_DISTANCE_SHARE and self.value is not None and self.target is not None:
-            expected = self.details.get("expected")
-            if not isinstance(expected, (int, float)) or isinstance(expected, bool):
+        baseline = self.comparison.baseline
+        if baseline is not None and self.value is not None and self.target is not None:
+            value = self.details.get(baseline)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 # A bug of the metric: without the baseline the row could not be judged.
-                raise ValueError(f"a {HOLDOUT_DISTANCE_SHARE} row with a value and a target needs details['expected']")
+                raise ValueError(f"a {self.metric} row with a value and a target needs details['{baseline}']")
 
     @property
     def passed(self) -> bool | None:
-        """Protections (units percent, records, distance, ratio) pass at value >= target;
-        rates (fraction) and disclosed percentages (AT_MOST_PERCENT) at value <= target;
-        holdout_distance_share when its excess over `details["expected"]` is at most the
-        target."""
+        """Whether the value meets the target (`comparison`); None without a target or a
+        measured value."""
         if self.target is None or self.value is None or self.status != MEASURED:
             return None
-        if self.metric == HOLDOUT_DISTANCE_SHARE:
-            # value <= expected + target, i.e. value - expected <= target (in this form a
-            # share of exactly expected + target, as written, passes)
-            return self.value <= self.details["expected"] + self.target
-        if self._at_least:
-            return self.value >= self.target
-        return self.value <= self.target
-
-    @property
-    def _at_least(self) -> bool:
-        """Whether a higher value is safer (the target is a lower bound)."""
-        return self.unit in AT_LEAST_UNITS and self.metric not in (HOLDOUT_DISTANCE_SHARE, *AT_MOST_PERCENT)
+        return self.comparison.passes(self.value, self.target, self.details)
 
     def target_text(self, ascii: bool = False) -> str | None:
-        """The comparison a value must meet, as shown to users: "≥ 90", "≤ 0.05",
-        "≤ expected + 0.02" (">=" and "<=" when `ascii`); None without a target."""
-        if self.target is None:
-            return None
-        at_least = self._at_least
-        op = (">=" if at_least else "<=") if ascii else ("≥" if at_least else "≤")
-        if self.metric != HOLDOUT_DISTANCE_SHARE:
-            return f"{op} {self.target:g}"
-        sign = "-" if self.target < 0 else "+"
-        if not ascii and sign == "-":
-            sign = "−"
-        return f"{op} expected {sign} {abs(self.target):g}"
+        """The comparison a value must meet, as shown to users (`Comparison.text`); None
+        without a target."""
+        return None if self.target is None else self.comparison.text(self.target, ascii)
 
     @property
     def fails_gate(self) -> bool:
@@ -168,11 +172,6 @@ class RunRecord:
     tool_version: str
     started_at: datetime
     finished_at: datetime
-
-
-# Commit order: dashboards find a run through metric_results, so that table changes last.
-TABLES = (COLUMN_PROTECTION, METRIC_RESULTS)
-SCHEMAS = {COLUMN_PROTECTION: COLUMN_PROTECTION_SCHEMA, METRIC_RESULTS: METRIC_RESULTS_SCHEMA}
 
 
 # Commit order: dashboards find a run through metric_results, so that table changes last.

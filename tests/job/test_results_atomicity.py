@@ -28,6 +28,8 @@ from privacy_eval import commit
 from privacy_eval.commit import TRANSACTIONS
 from privacy_eval.errors import InputError
 from privacy_eval.results import (
+    AT_LEAST,
+    AT_MOST,
     COLUMN_PROTECTION,
     COMMIT_STEPS,
     METRIC_RESULTS,
@@ -82,8 +84,9 @@ def run_data(run_id: str, version: int, with_columns: bool = True) -> Run:
     )
     metrics = [
         MetricRow("row_direct_match_protection", 90.0 + version, "percent", 90.0,
-                  numerator=version, denominator=100, details={"version": version}),
-        MetricRow("linkage_success_rate", 0.01 * version, "fraction", None, numerator=version, denominator=100),
+                  numerator=version, denominator=100, details={"version": version}, comparison=AT_LEAST),
+        MetricRow("linkage_success_rate", 0.01 * version, "fraction", None, numerator=version, denominator=100,
+                  comparison=AT_MOST),
     ]
     columns = [ColumnRow(f"c{i}", i + version, 10, 50.0 + i + version, i + 1, None) for i in range(3)]
     return record, metrics, columns if with_columns else []

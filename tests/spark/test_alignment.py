@@ -249,10 +249,10 @@ def test_evaluation_marks_a_shuffled_release_misaligned(spark):
 def test_gate_fails_closed_on_figures_that_are_not_measurements():
     """--fail-on-target stops a release whose gated figure could not be measured, not
     only one that missed its target; a metric without a target never trips it."""
-    from privacy_eval.results import MetricRow
+    from privacy_eval.results import AT_LEAST, AT_MOST, MetricRow
 
     def row(value, target, status="ok", unit="percent"):
-        return MetricRow("m", value, unit, target, status)
+        return MetricRow("m", value, unit, target, status, comparison=AT_MOST if unit == "fraction" else AT_LEAST)
 
     assert not row(60.0, 50.0).fails_gate
     assert row(40.0, 50.0).fails_gate

@@ -6,6 +6,7 @@ way evaluation.py builds them, so a renamed details key shows up here.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import sys
 import types
@@ -17,12 +18,15 @@ import pytest
 from privacy_eval import cli, report
 from privacy_eval.alignment import AlignmentResult
 from privacy_eval.config import (
+    ColumnDirectMatchConfig,
     DisclosureConfig,
     DistanceConfig,
     DistanceToClosestRecordConfig,
+    KnowledgeProtectionConfig,
     LinkageConfig,
     LocalCloakingConfig,
     NearestNeighbourDistanceRatioConfig,
+    RowDirectMatchConfig,
 )
 from privacy_eval.distance import CloakingFigures, ClosestFigures, DistanceResult, HoldoutFigures, Space
 from privacy_eval.distance.kernel import Scaling
@@ -34,7 +38,9 @@ from privacy_eval.metrics import (
     column_direct_match,
     disclosure,
     distance,
+    knowledge_protection,
     linkage_success,
+    row_direct_match,
 )
 from privacy_eval.metrics.binning import BinGrid
 from privacy_eval.metrics.column_direct_match import ColumnDirectMatchResult, ColumnProtection
@@ -42,12 +48,13 @@ from privacy_eval.metrics.disclosure import Check, DisclosureResult, TargetDiscl
 from privacy_eval.metrics.knowledge_protection import KnowledgeProtectionResult
 from privacy_eval.metrics.quantile_groups import Grouping
 from privacy_eval.metrics.row_direct_match import RowDirectMatchResult
-from privacy_eval.results import ColumnRow, MetricRow
+from privacy_eval.results import AT_LEAST, AT_MOST, AT_MOST_ABOVE_EXPECTED, ColumnRow, MetricRow
 
 # Planted where a record value could leak into details; none may reach report.md.
 CANARY_TEXT = "CANARY-RECORD-VALUE-7f3a"
 CANARY_NUMBER = 4242.4242  # a KPR bin origin, which can be a record's own value
-CDM_WARNING = "column_direct_match: 3 original and 3 synthetic rows have no partner under row_key 'id'"
+CDM_WARNING = ("column_direct_match: 3 original and 3 synthetic rows have no partner under row_key 'id'; unpaired rows "
+               "count as no match")
 LINKAGE_WARNING = "linkage: the Mahalanobis success rate (0.0695) is below the weighted one (0.0730)"
 
 # Most re-identifying first: a copied identifier, then two safer columns.
@@ -184,21 +191,16 @@ def _rows(
         known_variables=("Clump_Thickness", "Class"),
         grids=(BinGrid("Clump_Thickness", step=0.22, origin=CANARY_NUMBER, step_source="mean"),),
     )
-    cdm_details = {**cdm.details(), "warnings": [CDM_WARNING]}
+    shared = Shared(types.SimpleNamespace(row_key="id"), [])  # each metric's own `rows`, as the evaluation calls them
+    cdm_metric, *columns = column_direct_match.METRIC.rows(shared, ColumnDirectMatchConfig(), cdm)
+    assert cdm_metric.details["warnings"] == [CDM_WARNING]
     metrics = [
-        MetricRow("row_direct_match_protection", rdm.protection, "percent", 90.0,
-                  numerator=rdm.reproduced, denominator=700, details=rdm.details()),
-        MetricRow("column_direct_match_protection", cdm.protection, "percent", 50.0,
-                  numerator=cdm.weakest.matches, denominator=700, details=cdm_details),
-        MetricRow("knowledge_protection_rate", kpr.protection, "percent", 95.0,
-                  numerator=kpr.exposed, denominator=700, details=kpr.details()),
+        *row_direct_match.METRIC.rows(shared, RowDirectMatchConfig(), rdm),
+        cdm_metric,
+        *knowledge_protection.METRIC.rows(shared, KnowledgeProtectionConfig(known_variables=list(kpr.known_variables)), kpr),
         *(_linkage(linkage_target) if linkage else []),
         *(_distance() if with_distance else []),
         *(_disclosure() if with_disclosure else []),
-    ]
-    columns = [
-        ColumnRow(p.column, p.matches, p.distinct_synthetic, p.protection, rank, p.protection < 50.0)
-        for rank, p in enumerate(RANKING, start=1)
     ]
     return metrics, columns
 
@@ -244,8 +246,8 @@ def test_summary_has_every_metric_with_its_verdict(tmp_path):
 
 
 def test_undefined_metric_shows_its_status(tmp_path):
-    row = MetricRow("column_direct_match_protection", None, "percent", 50.0, status="not_measurable")
-    untargeted = MetricRow("row_direct_match_protection", 99.0, "percent", None)
+    row = MetricRow("column_direct_match_protection", None, "percent", 50.0, status="not_measurable", comparison=AT_LEAST)
+    untargeted = MetricRow("row_direct_match_protection", 99.0, "percent", None, comparison=AT_LEAST)
     text = _write(tmp_path, [row, untargeted], [])
     assert "| undefined | percent | ≥ 50 | NOT_MEASURABLE | not_measurable |" in _summary_line(
         text, "column_direct_match_protection")
@@ -288,15 +290,15 @@ def test_warnings_listed_once_each(tmp_path):
 
 
 def test_no_warnings_says_none(tmp_path):
-    text = _write(tmp_path, [MetricRow("row_direct_match_protection", 99.0, "percent", 90.0)], [])
+    text = _write(tmp_path, [MetricRow("row_direct_match_protection", 99.0, "percent", 90.0, comparison=AT_LEAST)], [])
     assert text.rstrip().endswith("## Warnings\n\nNone.")
 
 
 def test_prints_only_whitelisted_numbers(tmp_path):
     metrics, columns = _rows()
     rdm, *rest = metrics
-    planted = MetricRow(
-        rdm.metric, rdm.value, rdm.unit, rdm.target, numerator=rdm.numerator, denominator=rdm.denominator,
+    planted = dataclasses.replace(
+        rdm,
         details={
             **rdm.details,
             "n_singletons": CANARY_TEXT,            # a whitelisted key holding text
@@ -351,7 +353,7 @@ def test_output_is_deterministic(tmp_path):
 
 def test_names_cannot_break_the_markdown(tmp_path):
     odd = ColumnRow("a|b `c`\nd", 1, 1, 99.0, 1, False)
-    text = _write(tmp_path, [MetricRow("column_direct_match_protection", 99.0, "percent", 50.0)], [odd])
+    text = _write(tmp_path, [MetricRow("column_direct_match_protection", 99.0, "percent", 50.0, comparison=AT_LEAST)], [odd])
     assert "| 1 | ``a\\|b `c` d`` | 99.000 | 1 | 1 | no |" in text
 
 
@@ -365,10 +367,24 @@ def test_cli_takes_report_dir_and_checks_matplotlib_first(monkeypatch):
 
 
 # --------------------------------------------------------------------------
-# pass rules and the comparison shown, for every unit (docs/interface.md, metric_results)
+# pass rules and the comparison shown, for every metric (docs/interface.md, metric_results)
 # --------------------------------------------------------------------------
 
 HOLDOUT = {"expected": 0.5}
+# How each metric's value meets its target (docs/interface.md, metric_results: `passed`).
+STATED = {
+    **dict.fromkeys(("row_direct_match_protection", "column_direct_match_protection", "knowledge_protection_rate",
+                     "hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio"),
+                    AT_LEAST),
+    **dict.fromkeys(("linkage_success_rate", "linkage_success_rate_mahalanobis", "linkage_success_rate_weighted",
+                     "replicated_uniques", "attribute_disclosure"), AT_MOST),
+    "holdout_distance_share": AT_MOST_ABOVE_EXPECTED,
+}
+
+
+def test_every_metric_states_its_comparison():
+    metrics, _ = _rows(with_distance=True, with_disclosure=True)
+    assert {m.metric: m.comparison for m in metrics} == STATED
 
 
 @pytest.mark.parametrize(
@@ -384,19 +400,22 @@ HOLDOUT = {"expected": 0.5}
         ("replicated_uniques", "percent", 2.0, True, True, False),
     ],
 )
-def test_pass_rule_of_each_unit(metric, unit, target, below, at, above):
-    def passed(value: float) -> bool | None:
-        return MetricRow(metric, value, unit, target).passed
+def test_pass_rule_of_each_metric(metric, unit, target, below, at, above):
+    def row(value: float | None, target: float | None, status: str = "ok") -> MetricRow:
+        return MetricRow(metric, value, unit, target, status, comparison=STATED[metric])
 
-    assert (passed(target * 0.9), passed(target), passed(target * 1.1)) == (below, at, above)
-    assert MetricRow(metric, target, unit, None).passed is None
-    assert MetricRow(metric, None, unit, target, status="not_measurable").passed is None
-    assert MetricRow(metric, target, unit, target, status="misaligned").passed is None
+    assert (row(target * 0.9, target).passed, row(target, target).passed, row(target * 1.1, target).passed) == (
+        below, at, above
+    )
+    assert row(target, None).passed is None
+    assert row(None, target, status="not_measurable").passed is None
+    assert row(target, target, status="misaligned").passed is None
 
 
 def test_holdout_share_passes_on_its_excess_over_expected():
     def row(value: float, target: float | None, details: dict = HOLDOUT) -> MetricRow:
-        return MetricRow("holdout_distance_share", value, "fraction", target, details=details)
+        return MetricRow("holdout_distance_share", value, "fraction", target, details=details,
+                         comparison=AT_MOST_ABOVE_EXPECTED)
 
     assert row(0.51, 0.02).passed is True     # 0.01 above expected
     assert row(0.52, 0.02).passed is True     # exactly expected + target
@@ -410,7 +429,8 @@ def test_holdout_share_passes_on_its_excess_over_expected():
     # A row that cannot be judged (no baseline) is a bug of the metric, not a silent pass.
     with pytest.raises(ValueError, match="needs details\\['expected'\\]"):
         row(0.5, 0.02, {})
-    MetricRow("holdout_distance_share", None, "fraction", 0.02, status="not_measurable")  # no value: nothing to judge
+    # no value: nothing to judge
+    MetricRow("holdout_distance_share", None, "fraction", 0.02, status="not_measurable", comparison=AT_MOST_ABOVE_EXPECTED)
 
 
 @pytest.mark.parametrize(
@@ -430,17 +450,17 @@ def test_holdout_share_passes_on_its_excess_over_expected():
     ],
 )
 def test_comparison_shown_to_users(metric, unit, target, details, text, ascii_text):
-    row = MetricRow(metric, 0.5, unit, target, details=details)
+    row = MetricRow(metric, 0.5, unit, target, details=details, comparison=STATED[metric])
     assert row.target_text() == text
     assert row.target_text(ascii=True) == ascii_text
 
 
 DISTANCE_ROWS = [
-    MetricRow("hidden_rate", 93.4123, "percent", 90.0),
-    MetricRow("local_cloaking", 12.5, "records", 5.0),
-    MetricRow("distance_to_closest_record", 0.41234, "distance", None),
-    MetricRow("nearest_neighbour_distance_ratio", 0.61, "ratio", 0.7),
-    MetricRow("holdout_distance_share", 0.5312, "fraction", 0.02, details=HOLDOUT),
+    MetricRow("hidden_rate", 93.4123, "percent", 90.0, comparison=AT_LEAST),
+    MetricRow("local_cloaking", 12.5, "records", 5.0, comparison=AT_LEAST),
+    MetricRow("distance_to_closest_record", 0.41234, "distance", None, comparison=AT_LEAST),
+    MetricRow("nearest_neighbour_distance_ratio", 0.61, "ratio", 0.7, comparison=AT_LEAST),
+    MetricRow("holdout_distance_share", 0.5312, "fraction", 0.02, details=HOLDOUT, comparison=AT_MOST_ABOVE_EXPECTED),
 ]
 
 
@@ -550,7 +570,7 @@ def test_distance_section_nndr_undefined_and_not_measurable(tmp_path):
     rows = _distance(n_original=1)
     [nndr] = [m for m in rows if m.metric == "nearest_neighbour_distance_ratio"]
     assert nndr.status == "undefined" and nndr.value is None
-    unmeasured = MetricRow("hidden_rate", None, "percent", 90.0, status="not_measurable",
+    unmeasured = MetricRow("hidden_rate", None, "percent", 90.0, status="not_measurable", comparison=AT_LEAST,
                            details={"space": rows[0].details["space"], "unpaired_original": 5, "unpaired_synthetic": 5})
     text = _section(tmp_path, [unmeasured, *rows[2:]])
     assert "`nearest_neighbour_distance_ratio`: `undefined`, no value" in text
@@ -574,7 +594,7 @@ def test_distance_section_reads_only_numbers(tmp_path):
             details["histogram"] = {"edges": [CANARY_TEXT, 1.0], "counts": [1], "zeros": 0}
         if m.metric == "local_cloaking":
             details["histogram"] = {"edges": [0, 1, 2], "counts": [1]}  # lengths do not match
-        planted.append(MetricRow(m.metric, m.value, m.unit, m.target, m.status, m.numerator, m.denominator, details))
+        planted.append(dataclasses.replace(m, details=details))
     text = _section(tmp_path, planted)
     assert CANARY_TEXT not in text and "| width |" not in text
     # A malformed histogram is not drawn, but the nearest-neighbour ratio's own is.

@@ -16,7 +16,7 @@ from privacy_eval.config import ColumnDirectMatchConfig
 from privacy_eval.formatting import code, fmt
 from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
 from privacy_eval.metrics import Metric, Row, Shared
-from privacy_eval.results import ColumnRow, MetricRow
+from privacy_eval.results import AT_LEAST, ColumnRow, MetricRow
 
 NAME = "column_direct_match_protection"
 FIGURE = "column_protection.png"
@@ -125,7 +125,7 @@ def _rows(shared: Shared, config: ColumnDirectMatchConfig, result: ColumnDirectM
     row = shared.with_alignment(MetricRow(
         metric=NAME, value=result.protection if status == "ok" else None, unit="percent",
         target=target, status=status, numerator=result.weakest.matches,
-        denominator=result.n_original, details=details,
+        denominator=result.n_original, details=details, comparison=AT_LEAST,
     ))
     if row.status == "misaligned":
         target = None  # per-column verdicts would be noise as well

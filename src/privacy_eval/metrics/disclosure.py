@@ -30,11 +30,14 @@ from privacy_eval.frames import (
 )
 from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.quantile_groups import Grouping, quantile_groups
-from privacy_eval.results import ATTRIBUTE_DISCLOSURE, REPLICATED_UNIQUES, ColumnRow, MetricRow
+from privacy_eval.results import AT_MOST, ColumnRow, MetricRow
 
 if TYPE_CHECKING:
     from privacy_eval.inputs import EvaluationInputs
 
+# Percentages of the original records disclosed (risks: a target bounds them from above).
+REPLICATED_UNIQUES = "replicated_uniques"
+ATTRIBUTE_DISCLOSURE = "attribute_disclosure"
 FIGURE = "disclosure.png"
 _TARGET = INTERNAL_PREFIX + "target"          # the target's position in `targets`
 _DISCO = INTERNAL_PREFIX + "disco"            # a key's DiSCO records (after the cut)
@@ -376,10 +379,11 @@ def _rows(shared: Shared, config: DisclosureConfig, result: DisclosureResult) ->
         shared.warn(attrib_details, message)
     return [
         MetricRow(metric=REPLICATED_UNIQUES, value=result.identity(identity)["repU"], unit="percent", target=None,
-                  numerator=identity.identity["repU"], denominator=result.n_original, details=ident_details),
+                  numerator=identity.identity["repU"], denominator=result.n_original, details=ident_details,
+                  comparison=AT_MOST),
         MetricRow(metric=ATTRIBUTE_DISCLOSURE, value=per_target[headline.target]["DiSCO"], unit="percent",
                   target=config.target, numerator=headline.counts["DiSCO"], denominator=result.n_original,
-                  details=attrib_details),
+                  details=attrib_details, comparison=AT_MOST),
     ]
 
 

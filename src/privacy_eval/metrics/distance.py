@@ -26,7 +26,7 @@ from privacy_eval.config import DistanceConfig
 from privacy_eval.errors import InputError
 from privacy_eval.formatting import code, fmt, is_number, numeric_items
 from privacy_eval.metrics import Metric, Row, Shared, require_compared
-from privacy_eval.results import ColumnRow, MetricRow
+from privacy_eval.results import AT_LEAST, AT_MOST_ABOVE_EXPECTED, ColumnRow, Comparison, MetricRow
 
 if TYPE_CHECKING:
     from privacy_eval.distance import DistanceResult
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 HIDDEN_RATE, LOCAL_CLOAKING = "hidden_rate", "local_cloaking"
 DCR, NNDR, HOLDOUT = "distance_to_closest_record", "nearest_neighbour_distance_ratio", "holdout_distance_share"
 UNITS = {HIDDEN_RATE: "percent", LOCAL_CLOAKING: "records", DCR: "distance", NNDR: "ratio", HOLDOUT: "fraction"}
+COMPARISONS: dict[str, Comparison] = {
+    HIDDEN_RATE: AT_LEAST, LOCAL_CLOAKING: AT_LEAST, DCR: AT_LEAST, NNDR: AT_LEAST, HOLDOUT: AT_MOST_ABOVE_EXPECTED,
+}
 D1_FIGURE, LC_FIGURE = "distance_closest.png", "local_cloaking.png"
 
 
@@ -96,37 +99,40 @@ def _search_cost(name: str, result: DistanceResult) -> dict[str, Any]:
 
 
 def _row(name: str, target: float | None, result: DistanceResult, details: dict, shared: Shared) -> MetricRow:
-    unit = UNITS[name]
+    def row(value: float | None, status: str, numerator: int | None, denominator: int, figures: dict) -> MetricRow:
+        return MetricRow(name, value, UNITS[name], target, status, numerator, denominator, {**details, **figures},
+                         comparison=COMPARISONS[name])
+
     n_paired = result.cloaking.n_paired if result.cloaking else 0
     unpaired = {"unpaired_original": result.n_original - n_paired, "unpaired_synthetic": result.n_synthetic - n_paired}
     if name in (HIDDEN_RATE, LOCAL_CLOAKING):
         c = result.cloaking
         if c is None:
             shared.warn(details, f"{name}: no row key occurs on both sides")
-            return MetricRow(name, None, unit, target, "not_measurable", None, 0, {**details, **unpaired})
+            return row(None, "not_measurable", None, 0, unpaired)
         if name == HIDDEN_RATE:
             figures = {"n_paired": c.n_paired, "hits": c.hits, "unique_hits": c.unique_hits, **unpaired}
-            return MetricRow(name, c.hidden_rate, unit, target, "ok", c.unique_hits, c.n_paired, {**details, **figures})
+            return row(c.hidden_rate, "ok", c.unique_hits, c.n_paired, figures)
         figures = {k: v for k, v in c.details().items() if k not in ("hits", "unique_hits", "hidden_rate")}
         if c.median_is_lower_bound:
             shared.warn(details, f"local_cloaking: at least half the records reach the cap ({c.cap}); the median is a lower bound")
         zeros = round(c.zero_share * c.n_paired)
-        return MetricRow(name, c.local_cloaking, unit, target, "ok", zeros, c.n_paired, {**details, **figures, **unpaired})
+        return row(c.local_cloaking, "ok", zeros, c.n_paired, {**figures, **unpaired})
     if name in (DCR, NNDR):
         d = result.closest
         assert d is not None
         figures = d.details()
         zeros = round(d.zero_share * d.n_synthetic)
         if name == DCR:
-            return MetricRow(name, d.dcr, unit, target, "ok", zeros, d.n_synthetic, {**details, **figures})
+            return row(d.dcr, "ok", zeros, d.n_synthetic, figures)
         if d.nndr is None:
             shared.warn(details, "nearest_neighbour_distance_ratio: needs at least two original records")
-            return MetricRow(name, None, unit, target, "undefined", None, d.n_synthetic, {**details, **figures})
+            return row(None, "undefined", None, d.n_synthetic, figures)
         below = round((d.below_half_share or 0.0) * d.n_synthetic)
-        return MetricRow(name, d.nndr, unit, target, "ok", below, d.n_synthetic, {**details, **figures})
+        return row(d.nndr, "ok", below, d.n_synthetic, figures)
     h = result.holdout
     assert h is not None
-    return MetricRow(name, h.share, unit, target, "ok", h.closer, result.n_synthetic, {**details, **h.details()})
+    return row(h.share, "ok", h.closer, result.n_synthetic, h.details())
 
 
 # --------------------------------------------------------------------------

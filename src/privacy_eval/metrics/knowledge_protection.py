@@ -18,7 +18,7 @@ from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol, shuffle_partitions
 from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.binning import BinGrid, bin_grids, profiles
-from privacy_eval.results import MetricRow
+from privacy_eval.results import AT_LEAST, MetricRow
 
 if TYPE_CHECKING:
     from privacy_eval.inputs import EvaluationInputs
@@ -132,7 +132,7 @@ def _compute(shared: Shared, config: KnowledgeProtectionConfig) -> KnowledgeProt
 def _rows(shared: Shared, config: KnowledgeProtectionConfig, result: KnowledgeProtectionResult) -> list[MetricRow]:
     return [MetricRow(
         metric=NAME, value=result.protection, unit="percent", target=config.target,
-        numerator=result.exposed, denominator=result.n_original, details=result.details(),
+        numerator=result.exposed, denominator=result.n_original, details=result.details(), comparison=AT_LEAST,
     )]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from privacy_eval.config import LinkageConfig
 from privacy_eval.formatting import code, fmt, is_number, numeric_items
 from privacy_eval.metrics import Metric, Shared
-from privacy_eval.results import ColumnRow, MetricRow
+from privacy_eval.results import AT_MOST, ColumnRow, MetricRow
 
 if TYPE_CHECKING:
     from privacy_eval.inputs import EvaluationInputs, InputPassWork
@@ -72,7 +72,7 @@ def _rows(shared: Shared, config: LinkageConfig, result: LinkageResult) -> list[
         return shared.with_alignment(MetricRow(
             metric=metric, value=method.value, unit="fraction", target=config.target,
             status=method.status, numerator=method.n_at_risk, denominator=method.n_records,
-            details=details,
+            details=details, comparison=AT_MOST,
         ))
 
     headline = result.headline_method

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from privacy_eval.config import RowDirectMatchConfig
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts
 from privacy_eval.metrics import Metric, Shared
-from privacy_eval.results import MetricRow
+from privacy_eval.results import AT_LEAST, MetricRow
 
 NAME = "row_direct_match_protection"
 
@@ -75,7 +75,7 @@ def _compute(shared: Shared, config: RowDirectMatchConfig) -> RowDirectMatchResu
 def _rows(shared: Shared, config: RowDirectMatchConfig, result: RowDirectMatchResult) -> list[MetricRow]:
     return [MetricRow(
         metric=NAME, value=result.protection, unit="percent", target=config.target,
-        numerator=result.reproduced, denominator=result.n_original, details=result.details(),
+        numerator=result.reproduced, denominator=result.n_original, details=result.details(), comparison=AT_LEAST,
     )]
 
 
