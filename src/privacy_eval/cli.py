@@ -18,9 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from privacy_eval import __version__
-from privacy_eval.commit import CommitError
 from privacy_eval.config import Config, load_config
-from privacy_eval.errors import UserError, spark_error_logs_silenced
+from privacy_eval.errors import CommitError, UserError, spark_error_logs_silenced
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_INVALID, EXIT_TARGET_MISSED = 0, 1, 2, 3
 

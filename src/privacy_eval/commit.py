@@ -36,13 +36,13 @@ propagates: the tables are exactly as before. Once renaming has begun the run is
 committed: a failed rename is tried again (APPLY_ATTEMPTS); if it keeps failing,
 `CommitError` says so and the next `ensure_tables` completes the run.
 
-Ownership. A transaction's folder name carries its owner: a machine token (host name,
-boot id and PID namespace), the PID and the process start time (from /proc). A
-transaction is recovered only when its owner is gone: on the same machine, when that
-process no longer runs; otherwise (another host, or no /proc) when its folder has not
-changed for STALE_AFTER_SECONDS. So jobs writing other run ids at the same time never
-disturb each other. A recoverer first claims a transaction by renaming its folder to a
-name of its own (atomic: one winner), so two recoverers never apply one journal.
+A transaction is recovered only when its owner is gone (ownership.py: at once on the
+same machine, after STALE_AFTER_SECONDS otherwise), so jobs writing other run ids at
+the same time never disturb each other. A recoverer first claims a transaction by
+renaming its folder to a name of its own (atomic: one winner), so two recoverers never
+apply one journal. Two writers of one run id take turns through the run's lock
+(ownership.py, "Concurrent writers"). The file system is reached through Hadoop's
+FileSystem API (hadoop_files.py).
 
 Limits:
 
@@ -59,40 +59,22 @@ Limits:
 * Process crashes are covered. Machine crashes are covered on file systems that persist
   files on close (HDFS); on a local disk Spark does not fsync its Parquet files.
 * Needs a classic Spark session with a JVM (spark-submit, pyspark), not Spark Connect.
-
-Concurrent writers of one run id. Two jobs writing the same run id at once would
-interleave their renames and could leave one table with each run. So a writer first
-takes the run's lock, `<database>.db/_locks/<partition folder>`, a file created
-exclusively (O_CREAT|O_EXCL on a local disk, create without overwrite on HDFS and
-other Hadoop file systems) holding the writer's transaction name, and keeps it until
-its transaction is applied and removed. A second writer of that run id waits, polling
-every LOCK_POLL_SECONDS for up to LOCK_WAIT_SECONDS, then writes its run over the
-first one's (the last writer wins, as a rerun does). If the lock is still held after
-that, it fails with `CommitError` (exit 1, "... is being written by another process"),
-having written nothing: the tables hold the other writer's complete run. A lock whose
-owner is gone (the rules of Ownership above: at once on the same machine, after
-STALE_AFTER_SECONDS otherwise) is broken by the next writer; the transaction that
-owner left is completed or removed by `ensure_tables` as usual. Writers of different
-run ids never wait for each other.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
 import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
+from privacy_eval.errors import CommitError
 from privacy_eval.frames import quote
+from privacy_eval.hadoop_files import DatabaseFiles
+from privacy_eval.ownership import ACTIVE, abandoned, new_transaction_name, release_lock, take_lock
 
 log = logging.getLogger(__name__)
 
@@ -100,18 +82,10 @@ log = logging.getLogger(__name__)
 TRANSACTIONS = "_transactions"
 JOURNAL = "journal.json"
 JOURNAL_TMP = "journal.tmp"
-#: A transaction whose owner cannot be checked from this machine counts as abandoned
-#: after this long without change. Writing a run takes seconds; this is generous.
-STALE_AFTER_SECONDS = 3600.0
 #: Applying a committed journal is idempotent, so a failed rename is simply tried again,
 #: after a pause growing by this much per attempt.
 APPLY_ATTEMPTS = 3
 APPLY_BACKOFF_SECONDS = 0.5
-# One lock file per run id being written (module docstring, "Concurrent writers").
-LOCKS = "_locks"
-#: How long a writer waits for another writer of the same run id, and how often it looks.
-LOCK_WAIT_SECONDS = 120.0
-LOCK_POLL_SECONDS = 0.5
 
 
 def commit_steps(tables: Sequence[str]) -> tuple[str, ...]:
@@ -138,10 +112,6 @@ PAUSE_ENV = "PRIVACY_EVAL_TEST_PAUSE_AT"
 PAUSE_SIGNAL_ENV = "PRIVACY_EVAL_TEST_PAUSE_SIGNAL"
 
 
-class CommitError(RuntimeError):
-    """A results commit could not be completed (see the message for the state left)."""
-
-
 def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping[str, DataFrame | None]) -> None:
     """Replace run `run_id`'s partition in every table of `staged`, atomically (see the
     module docstring); the tables change in the order of `staged`.
@@ -151,15 +121,15 @@ def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping
     must be registered in this session.
     """
     tables = tuple(staged)
-    files = _Files(spark, database)
+    files = DatabaseFiles(spark, database)
     partition = _partition_folder(spark, run_id)
-    txn = _new_transaction_name()
-    _ACTIVE.add(txn)
+    txn = new_transaction_name()
+    ACTIVE.add(txn)
     applying = False
     try:
-        _lock(files, partition, run_id, txn)
+        take_lock(files, partition, run_id, txn, on_wait=lambda: _checkpoint("lock_wait"))
     except BaseException:
-        _ACTIVE.discard(txn)
+        ACTIVE.discard(txn)
         raise
     try:
         files.mkdirs(_in_transaction(txn))
@@ -183,79 +153,19 @@ def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping
             _remove_transaction(files, txn)  # nothing was renamed: the tables are as before
         raise
     finally:
-        _unlock(files, partition, txn)
-        _ACTIVE.discard(txn)
-
-
-def _lock(files: _Files, partition: str, run_id: str, txn: str) -> None:
-    """Take the run's lock for transaction `txn`, waiting for another writer of the run."""
-    lock = f"{LOCKS}/{partition}"
-    files.mkdirs(LOCKS)
-    deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    waiting = False
-    while not files.create_exclusive(lock, txn):
-        owner = files.read_text(lock)
-        if owner is None:
-            continue  # released meanwhile
-        if _lock_abandoned(files, lock, owner):
-            _break_lock(files, lock, owner)
-            continue
-        if time.monotonic() >= deadline:
-            raise CommitError(
-                f"results of run {run_id} are being written by another process (for more than "
-                f"{LOCK_WAIT_SECONDS:g} s); nothing was written. If no other job runs with this run id, "
-                f"delete {files.uri(lock)} and run again"
-            )
-        if not waiting:
-            waiting = True
-            log.warning("results: another process is writing run %s; waiting for it", run_id)
-            _checkpoint("lock_wait")
-        time.sleep(LOCK_POLL_SECONDS)
-
-
-def _lock_abandoned(files: _Files, lock: str, owner: str) -> bool:
-    alive = _owner_alive(owner)
-    if alive is not None:
-        return not alive
-    modified = files.modified(lock)
-    return modified is not None and time.time() - modified > STALE_AFTER_SECONDS
-
-
-def _break_lock(files: _Files, lock: str, owner: str) -> None:
-    """Remove a lock left by `owner`, who is gone. It is moved aside first (of several
-    breakers, one rename wins); a lock taken meanwhile by a live writer is put back."""
-    aside = f"{lock}.{uuid.uuid4().hex}.broken"
-    try:
-        moved = files.move(lock, aside)
-    except CommitError:
-        return
-    if not moved:
-        return
-    taken = files.read_text(aside)
-    if taken is not None and taken != owner:
-        files.create_exclusive(lock, taken)  # not the dead owner's: give it back
-    files.delete(aside)
-    log.warning("results: removed the lock of a stopped writer")
-
-
-def _unlock(files: _Files, partition: str, txn: str) -> None:
-    lock = f"{LOCKS}/{partition}"
-    try:
-        if files.read_text(lock) == txn:
-            files.delete(lock)
-    except Exception as exc:  # noqa: BLE001 - a lost lock file is broken by the next writer
-        log.warning("results: could not release the run's lock (%s)", type(exc).__name__)
+        release_lock(files, partition, txn)
+        ACTIVE.discard(txn)
 
 
 def recover(spark: SparkSession, database: str, tables: Sequence[str]) -> None:
     """Complete (journal) or remove (no journal) the transactions of `database` whose
     owner is gone; `tables` are all its tables, in commit order."""
-    files = _Files(spark, database)
+    files = DatabaseFiles(spark, database)
     for name in files.list_dirs(TRANSACTIONS):
-        if not _abandoned(files, name):
+        if not abandoned(files, name, _in_transaction(name)):
             continue
-        txn = _new_transaction_name()
-        _ACTIVE.add(txn)
+        txn = new_transaction_name()
+        ACTIVE.add(txn)
         try:
             # Claim it: of several processes recovering at once, one rename wins.
             if not files.move(_in_transaction(name), _in_transaction(txn)):
@@ -269,7 +179,7 @@ def recover(spark: SparkSession, database: str, tables: Sequence[str]) -> None:
                 log.warning("results: completed the commit of run %s left by a stopped process", journal["run_id"])
             _remove_transaction(files, txn)
         finally:
-            _ACTIVE.discard(txn)
+            ACTIVE.discard(txn)
 
 
 # --------------------------------------------------------------------------
@@ -296,7 +206,7 @@ def _move_paths(txn: str, action: str, table: str, partition: str) -> tuple[str,
 
 
 def _plan(
-    files: _Files, txn: str, run_id: str, partition: str, tables: Sequence[str], staged: Sequence[str]
+    files: DatabaseFiles, txn: str, run_id: str, partition: str, tables: Sequence[str], staged: Sequence[str]
 ) -> dict[str, Any]:
     """The journal: the renames that replace the run's partition in every table."""
     steps: list[list[str]] = []
@@ -312,7 +222,7 @@ def _plan(
     return {"format": 1, "run_id": run_id, "partition": partition, "steps": steps}
 
 
-def _write_journal(files: _Files, txn: str, journal: dict[str, Any]) -> None:
+def _write_journal(files: DatabaseFiles, txn: str, journal: dict[str, Any]) -> None:
     """Write the journal under a temporary name, then rename it: the commit point."""
     temporary, final = _in_transaction(txn, JOURNAL_TMP), _in_transaction(txn, JOURNAL)
     files.write_json(temporary, journal)
@@ -321,7 +231,7 @@ def _write_journal(files: _Files, txn: str, journal: dict[str, Any]) -> None:
         raise CommitError("results: the journal vanished before it could be committed")
 
 
-def _apply(files: _Files, txn: str, journal: dict[str, Any]) -> None:
+def _apply(files: DatabaseFiles, txn: str, journal: dict[str, Any]) -> None:
     """Do the journal's renames in order, skipping those done before; retried."""
     for attempt in range(1, APPLY_ATTEMPTS + 1):
         try:
@@ -346,7 +256,7 @@ def _apply(files: _Files, txn: str, journal: dict[str, Any]) -> None:
 
 
 def _sync_catalog(
-    spark: SparkSession, database: str, files: _Files, journal: dict[str, Any], tables: Sequence[str]
+    spark: SparkSession, database: str, files: DatabaseFiles, journal: dict[str, Any], tables: Sequence[str]
 ) -> None:
     """Make the session catalog list the run's partitions as they now are on disk."""
     qdb = quote(database)
@@ -357,7 +267,7 @@ def _sync_catalog(
         spark.catalog.refreshTable(f"{qdb}.{table}")  # drops cached file listings
 
 
-def _remove_transaction(files: _Files, txn: str) -> None:
+def _remove_transaction(files: DatabaseFiles, txn: str) -> None:
     """Delete a transaction's folder, its journal first.
 
     Journal first: a journal whose staged folders were deleted would retire the old
@@ -389,209 +299,6 @@ def _partition_folder(spark: SparkSession, run_id: str) -> str:
     """The run's partition folder name, escaped exactly as Spark escapes it (':' -> %3A)."""
     utils = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     return str(utils.getPartitionPathString("run_id", run_id))
-
-
-# --------------------------------------------------------------------------
-# transaction ownership
-# --------------------------------------------------------------------------
-
-# Transactions this process is working on (writing or recovering): never abandoned.
-_ACTIVE: set[str] = set()
-
-
-def _new_transaction_name() -> str:
-    """<random>-<machine>-<pid>-<process start>: the owner can be checked from its name."""
-    pid = os.getpid()
-    return f"{uuid.uuid4().hex}-{_machine()}-{pid}-{_process_start(pid) or 0}"
-
-
-def _abandoned(files: _Files, name: str) -> bool:
-    alive = _owner_alive(name)
-    if alive is not None:
-        return not alive
-    modified = files.modified(_in_transaction(name))
-    return modified is not None and time.time() - modified > STALE_AFTER_SECONDS
-
-
-def _owner_alive(name: str) -> bool | None:
-    """Whether the process owning a transaction still runs; None when this process cannot tell."""
-    try:
-        _, machine, pid_text, start_text = name.split("-")
-        pid, start = int(pid_text), int(start_text)
-    except ValueError:
-        return None  # not a name this module makes: its age decides
-    if machine != _machine():
-        return None
-    if pid == os.getpid() and start == (_process_start(pid) or 0):
-        return name in _ACTIVE
-    if start == 0:
-        return None  # no /proc: a PID alone may have been reused
-    return _process_start(pid) == start
-
-
-@functools.lru_cache(maxsize=1)
-def _machine() -> str:
-    """A token shared by the processes that see one PID space: host, boot and PID namespace."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            boot = handle.read().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:  # not Linux: the host name alone (and _process_start says nothing)
-        boot = namespace = ""
-    return hashlib.sha256(f"{socket.gethostname()}|{boot}|{namespace}".encode()).hexdigest()[:12]
-
-
-def _process_start(pid: int) -> int | None:
-    """When a running process started (clock ticks since boot, Linux); None if it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and ')': count fields after the last ')'.
-    fields = stat[stat.rindex(b")") + 2:].split()
-    if fields[0] in (b"Z", b"X"):  # a zombie has finished
-        return None
-    return int(fields[19])  # field 22, starttime
-
-
-class _Files:
-    """Hadoop FileSystem calls on paths relative to a database's folder.
-
-    Through the JVM, so that HDFS and other Hadoop file systems work like the local disk.
-    Relative paths are '/'-joined names that need no escaping: table names, transaction
-    names and Spark's already escaped partition folder names.
-    """
-
-    def __init__(self, spark: SparkSession, database: str) -> None:
-        context = spark.sparkContext
-        self._path = context._jvm.org.apache.hadoop.fs.Path
-        # The catalog's own URI for the folder: the place Spark reads the tables from.
-        location = spark._jsparkSession.sessionState().catalog().getDatabaseMetadata(database).locationUri()
-        self._root = self._path(location)
-        self._fs = self._root.getFileSystem(context._jsc.hadoopConfiguration())
-
-    def _resolve(self, relative: str) -> Any:
-        path = self._root
-        for name in relative.split("/"):
-            path = self._path(path, name)
-        return path
-
-    def uri(self, relative: str) -> str:
-        return str(self._resolve(relative).toString())
-
-    def exists(self, relative: str) -> bool:
-        return bool(self._fs.exists(self._resolve(relative)))
-
-    def mkdirs(self, relative: str) -> None:
-        if not self._fs.mkdirs(self._resolve(relative)):
-            raise CommitError(f"results: cannot create {relative} in the database folder")
-
-    def delete(self, relative: str) -> None:
-        self._fs.delete(self._resolve(relative), True)
-
-    def list_dirs(self, relative: str) -> list[str]:
-        path = self._resolve(relative)
-        if not self._fs.exists(path):
-            return []
-        return [str(s.getPath().getName()) for s in self._fs.listStatus(path) if s.isDirectory()]
-
-    def modified(self, relative: str) -> float | None:
-        """Last modification, in seconds since the epoch; None when it does not exist."""
-        path = self._resolve(relative)
-        try:
-            return self._fs.getFileStatus(path).getModificationTime() / 1000.0
-        except Py4JJavaError:
-            if self._fs.exists(path):
-                raise
-            return None
-
-    def move(self, source: str, target: str) -> bool:
-        """Rename `source` to `target` atomically; False when `source` does not exist.
-
-        `target` must not exist and its parent must: under those conditions no Hadoop
-        file system moves into or copies instead (the local one falls back to a copy,
-        which is not atomic, when a plain rename fails).
-        """
-        src, dst = self._resolve(source), self._resolve(target)
-        if self._fs.exists(dst) or not self._fs.exists(dst.getParent()):
-            raise CommitError(f"results: cannot rename to {target}: it exists or its folder does not")
-        try:
-            if self._fs.rename(src, dst):
-                return True
-        except Py4JJavaError:
-            if self._fs.exists(src):
-                raise
-            return False  # gone meanwhile (another recoverer claimed it)
-        if self._fs.exists(src):
-            raise CommitError(f"results: the file system refused to rename {source} to {target}")
-        return False
-
-    def create_exclusive(self, relative: str, text: str) -> bool:
-        """Create a file holding `text`, atomically, unless it exists; False when it does.
-
-        On a local disk with O_CREAT|O_EXCL (Hadoop's local create checks, then creates);
-        elsewhere with the file system's create without overwrite (atomic on HDFS).
-        """
-        path = self._resolve(relative)
-        data = text.encode("utf-8")
-        uri = path.toUri()
-        if uri.getScheme() in (None, "file"):
-            try:
-                handle = os.open(str(uri.getPath()), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                return False
-            try:
-                os.write(handle, data)
-                os.fsync(handle)
-            finally:
-                os.close(handle)
-            return True
-        try:
-            stream = self._fs.create(path, False)
-        except Py4JJavaError:
-            if self._fs.exists(path):
-                return False
-            raise
-        try:
-            stream.write(bytearray(data), 0, len(data))
-            stream.hsync()
-        finally:
-            stream.close()
-        return True
-
-    def read_text(self, relative: str) -> str | None:
-        """A small file's text; None when it does not exist."""
-        path = self._resolve(relative)
-        try:
-            stream = self._fs.open(path)
-        except Py4JJavaError:
-            if self._fs.exists(path):
-                raise
-            return None
-        try:
-            return bytes(stream.readAllBytes()).decode("utf-8")
-        finally:
-            stream.close()
-
-    def read_json(self, relative: str) -> dict[str, Any] | None:
-        path = self._resolve(relative)
-        if not self._fs.exists(path):
-            return None
-        stream = self._fs.open(path)
-        try:
-            return json.loads(bytes(stream.readAllBytes()).decode("utf-8"))
-        finally:
-            stream.close()
-
-    def write_json(self, relative: str, value: dict[str, Any]) -> None:
-        data = bytearray(json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
-        stream = self._fs.create(self._resolve(relative), False)
-        try:
-            stream.write(data, 0, len(data))
-            stream.hsync()  # on disk (HDFS: on the datanodes) before the rename commits it
-        finally:
-            stream.close()
 
 
 def sql_text(text: str) -> str:

@@ -1,4 +1,6 @@
-"""Errors the user can fix: the job reports them as one `error:` line and exits 2."""
+"""The job's errors: those the user can fix (`UserError`: one `error:` line, exit 2),
+a results commit that could not be completed (`CommitError`: exit 1), and how Spark's
+own errors are recognised and kept out of the logs."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ class ConfigError(UserError):
 
 class InputError(UserError):
     """An input table cannot be read or does not fit the configuration."""
+
+
+class CommitError(RuntimeError):
+    """A results commit could not be completed (see the message for the state left)."""
 
 
 # PySpark (4.x) logs every captured JVM exception that carries a query context to these

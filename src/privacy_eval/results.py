@@ -22,8 +22,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from privacy_eval.commit import CommitError, commit_steps, recover, replace_run, sql_text
-from privacy_eval.errors import InputError, UserError
+from privacy_eval.commit import commit_steps, recover, replace_run, sql_text
+from privacy_eval.errors import CommitError, InputError, UserError
 from privacy_eval.frames import local_frame, quote
 
 __all__ = [

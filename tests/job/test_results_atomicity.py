@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from privacy_eval import commit
+from privacy_eval import commit, ownership
 from privacy_eval.commit import TRANSACTIONS
 from privacy_eval.errors import InputError
 from privacy_eval.results import (
@@ -329,7 +329,7 @@ def test_a_write_whose_owner_runs_elsewhere_is_recovered_only_once_stale(
     foreign = rename_transaction(warehouse, name, f"{'f' * 12}-1-1")
     warehouse.register(spark)
     assert warehouse.transactions() == [foreign]  # left alone while it may be in progress
-    monkeypatch.setattr(commit, "STALE_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(ownership, "STALE_AFTER_SECONDS", 0.0)
     warehouse.register(spark)
     assert warehouse.transactions() == []
     assert warehouse.rows(spark) == outcomes["replace"]
@@ -462,12 +462,12 @@ def test_a_database_name_stays_with_its_first_warehouse_in_a_session(spark, tmp_
 
 
 # --------------------------------------------------------------------------
-# two writers of one run id at once (commit.py, "Concurrent writers")
+# two writers of one run id at once (ownership.py, "Concurrent writers")
 # --------------------------------------------------------------------------
 
 
 def locks(warehouse: Warehouse) -> list[str]:
-    folder = warehouse.folder / commit.LOCKS
+    folder = warehouse.folder / ownership.LOCKS
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
@@ -479,7 +479,7 @@ def test_a_second_writer_of_the_run_waits_for_the_first_then_replaces_its_run(
     expected = new_warehouse(spark, tmp_path / "expected", copy_of=previous)
     write_run(spark, expected.database, *run_data("r1", 5))
     warehouse = new_warehouse(spark, tmp_path / "both", copy_of=previous)
-    monkeypatch.setattr(commit, "LOCK_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(ownership, "LOCK_POLL_SECONDS", 0.05)
     first = threading.current_thread()
     second_waits, errors, seen, threads = threading.Event(), [], [], []
 
@@ -518,8 +518,8 @@ def test_a_second_writer_that_waits_too_long_writes_nothing_and_says_why(
     spark, previous, outcomes, tmp_path, monkeypatch
 ):
     warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
-    monkeypatch.setattr(commit, "LOCK_WAIT_SECONDS", 0.3)
-    monkeypatch.setattr(commit, "LOCK_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(ownership, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(ownership, "LOCK_POLL_SECONDS", 0.05)
     refused = []
 
     def hook(step: str) -> None:
@@ -543,9 +543,9 @@ def test_the_lock_of_a_writer_that_died_is_broken(spark, previous, outcomes, tmp
     warehouse = new_warehouse(spark, tmp_path, copy_of=previous)
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                               capture_output=True, text=True, check=True)
-    dead = f"{uuid.uuid4().hex}-{commit._machine()}-{int(finished.stdout)}-1"
-    (warehouse.folder / commit.LOCKS).mkdir(exist_ok=True)
-    (warehouse.folder / commit.LOCKS / "run_id=r1").write_text(dead)
+    dead = f"{uuid.uuid4().hex}-{ownership.machine()}-{int(finished.stdout)}-1"
+    (warehouse.folder / ownership.LOCKS).mkdir(exist_ok=True)
+    (warehouse.folder / ownership.LOCKS / "run_id=r1").write_text(dead)
     started = time.monotonic()
     write_run(spark, warehouse.database, *SCENARIOS["replace"])
     assert time.monotonic() - started < 60
