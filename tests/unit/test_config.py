@@ -610,10 +610,14 @@ def test_the_holdout_share_needs_a_holdout_table(tmp_path):
            holdout=Source(table="db.h"))
 
 
-def test_holdout_is_the_last_field_so_positional_construction_still_works():
-    config = Config("d", Source(path="o.csv"), Source(path="s.csv"), MetricsConfig(row_direct_match=RowDirectMatchConfig()),
-                    "id", [], [], {}, ResultsConfig())
+def test_holdout_is_keyword_only_so_positional_construction_still_works():
+    fields = ("d", Source(path="o.csv"), Source(path="s.csv"), MetricsConfig(row_direct_match=RowDirectMatchConfig()),
+              "id", [], [], {}, ResultsConfig())
+    config = Config(*fields)
     assert config.holdout is None and config.row_key == "id"
+    assert Config(*fields, holdout=Source(table="db.h")).holdout == Source(table="db.h")
+    with pytest.raises(TypeError):
+        Config(*fields, Source(table="db.h"))
 
 
 def test_config_hash_is_unchanged_for_configs_without_the_new_keys(tmp_path):

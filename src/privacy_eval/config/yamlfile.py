@@ -1,6 +1,6 @@
 """Reading a configuration file safely: a regular file of bounded size, parsed as
 strict YAML (docs/interface.md, "Configuration keys": duplicate keys, anchors and
-aliases are refused, nesting is bounded). `config.load_config` builds on it."""
+aliases are refused, nesting is bounded). loader.py builds on it."""
 
 from __future__ import annotations
 
