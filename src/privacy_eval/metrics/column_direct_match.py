@@ -15,7 +15,7 @@ from privacy_eval.columns import KEY
 from privacy_eval.config import ColumnDirectMatchConfig
 from privacy_eval.formatting import code, fmt
 from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
-from privacy_eval.metrics import Metric, Row, Shared
+from privacy_eval.metrics.contract import Metric, Row, Shared
 from privacy_eval.results import AT_LEAST, ColumnRow, MetricRow
 
 NAME = "column_direct_match_protection"

@@ -28,7 +28,7 @@ from privacy_eval.frames import (
     qcol,
     whole_row_shuffles,
 )
-from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
+from privacy_eval.metrics.contract import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.quantile_groups import Grouping, quantile_groups
 from privacy_eval.results import AT_MOST, ColumnRow, MetricRow
 

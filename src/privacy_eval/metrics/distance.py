@@ -25,7 +25,7 @@ from privacy_eval.columns import KEY
 from privacy_eval.config import DistanceConfig
 from privacy_eval.errors import InputError
 from privacy_eval.formatting import code, fmt, is_number, numeric_items
-from privacy_eval.metrics import Metric, Row, Shared, require_compared
+from privacy_eval.metrics.contract import Metric, Row, Shared, require_compared
 from privacy_eval.results import AT_LEAST, AT_MOST_ABOVE_EXPECTED, ColumnRow, Comparison, MetricRow
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from privacy_eval.columns import INTERNAL_PREFIX
 from privacy_eval.config import KnowledgeProtectionConfig
 from privacy_eval.errors import InputError
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurring_once, qcol, shuffle_partitions
-from privacy_eval.metrics import Metric, Shared, require_compared, require_numeric
 from privacy_eval.metrics.binning import BinGrid, bin_grids, profiles
+from privacy_eval.metrics.contract import Metric, Shared, require_compared, require_numeric
 from privacy_eval.results import AT_LEAST, MetricRow
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from privacy_eval.config import LinkageConfig
 from privacy_eval.formatting import code, fmt, is_number, numeric_items
-from privacy_eval.metrics import Metric, Shared
+from privacy_eval.metrics.contract import Metric, Shared
 from privacy_eval.results import AT_MOST, ColumnRow, MetricRow
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import RowDirectMatchConfig
 from privacy_eval.frames import N_ORIGINAL, N_SYNTHETIC, occurrence_counts
-from privacy_eval.metrics import Metric, Shared
+from privacy_eval.metrics.contract import Metric, Shared
 from privacy_eval.results import AT_LEAST, MetricRow
 
 NAME = "row_direct_match_protection"
