@@ -1,7 +1,7 @@
-"""`scripts/bench --disclosure --rows N`: identity and attribute disclosure in Spark against
+"""`scripts/bench disclosure --rows N`: identity and attribute disclosure in Spark against
 DuckDB on the same counts.
 
-The seeded pair of scripts/bench (tests/support/datagen.py, as Parquet), 3 keys (age,
+The seeded pair of bench_data.py (tests/support/datagen.py, as Parquet), 3 keys (age,
 city, score: about 2e6 combinations, so that many records are unique on them) and 3
 targets (visits, sex, income, each as it is: income is nearly unique, the worst case
 for the cell counts). In one warm session, timed in turn:
@@ -15,11 +15,13 @@ Every count must agree (DCAP's sums of fractions to 1e-9); the script fails othe
 
 from __future__ import annotations
 
+import argparse
 import math
-import os
-import platform
 import sys
 from pathlib import Path
+
+from bench_data import generate, generated, parquet_glob
+from measure import machine, timed
 
 KEYS = ["age", "city", "score"]
 TARGETS = ["visits", "sex", "income"]
@@ -75,7 +77,6 @@ def duckdb_sql(target: str, original: str, synthetic: str) -> str:
 
 def duckdb_counts(original: Path, synthetic: Path) -> dict:
     import duckdb
-    from bench import parquet_glob
 
     con = duckdb.connect()
     names = ("UiO", "UiS", "UiOiS", "repU", "Dorig", "Dsyn", "iS", "DiS", "DiSCO", "DiSDiO", "N_b", "denom_TCAP",
@@ -100,9 +101,10 @@ def differences(a: dict, b: dict) -> list[str]:
     return out
 
 
-def main_disclosure(args, original: Path, synthetic: Path, timed, generate) -> int:
+def main(args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
+    original, synthetic = generated(args)
     spark, session_s = timed(lambda: build_session("privacy-eval-bench-disclosure", {
         "spark.master": args.master, "spark.driver.memory": args.driver_memory,
         "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",
@@ -117,9 +119,8 @@ def main_disclosure(args, original: Path, synthetic: Path, timed, generate) -> i
     grouped_result, grouped_s = timed(lambda: spark_counts(spark, original, synthetic, bins=GROUPED))
     spark.stop()
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"Spark master {args.master}, driver memory {args.driver_memory}; Spark session start {session_s:.1f} s "
-          "(not included below)")
+    print(f"{machine()}, Spark master {args.master}, driver memory {args.driver_memory}; Spark session start "
+          f"{session_s:.1f} s (not included below)")
     print(f"\nkeys {', '.join(KEYS)}; targets {', '.join(TARGETS)}\n")
     print("| engine | rows per side | wall time (s) | vs DuckDB | " + " | ".join(f"DiSCO {t}" for t in TARGETS)
           + " | repU |")

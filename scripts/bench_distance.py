@@ -1,4 +1,4 @@
-"""`scripts/bench --distance --rows N [--cell-records M]`: the distance metrics in Spark
+"""`scripts/bench distance --rows N [--cell-records M]`: the distance metrics in Spark
 against one process.
 
 Generates a seeded original/synthetic pair (four numeric columns, one categorical; the
@@ -19,17 +19,17 @@ each search and its figures), each step forced and timed on its own.
 
 from __future__ import annotations
 
+import argparse
 import math
-import os
-import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from measure import PeakMemory, cpu_seconds, timed
+from measure import PeakMemory, cpu_seconds, machine, timed
 
 NUMERIC = ["x1", "x2", "x3", "x4"]
 CATEGORICAL = ["group"]
@@ -86,6 +86,17 @@ def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[P
     o.to_parquet(paths[0], index=False)
     s.to_parquet(paths[1], index=False)
     return paths
+
+
+@dataclass(frozen=True)
+class SparkRun:
+    """One Spark run: its figures (and costs), its wall time end to end, and the time of
+    `distance_metrics` alone."""
+
+    name: str
+    figures: dict
+    seconds: float
+    inner: float
 
 
 def run_numpy(original_path: Path, synthetic_path: Path) -> tuple[dict, float, dict]:
@@ -208,7 +219,7 @@ def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
     return differing, worst
 
 
-def main_distance(args) -> int:
+def main(args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
     (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data), args.redraw))
@@ -220,48 +231,50 @@ def main_distance(args) -> int:
     }))
     spark.sparkContext.setLogLevel("ERROR")
     run_spark(spark, *generate(2_000, args.seed, Path(args.data)))  # warm-up
-    runs = []
+    runs: list[SparkRun] = []
+    one_cell = set()  # names of the runs with every side in one cell
     if args.cell_records:
         # One cell and cells of the size asked for, alternated: the same session, the same files.
         for turn in range(1, args.runs + 1):
-            runs.append((f"Spark, one cell, run {turn}", *run_spark(spark, original_path, synthetic_path,
-                                                                    cell_records=args.rows)))
+            name = f"Spark, one cell, run {turn}"
+            one_cell.add(name)
+            runs.append(SparkRun(name, *run_spark(spark, original_path, synthetic_path, cell_records=args.rows)))
             with PeakMemory() as memory:
-                runs.append((f"Spark, cells of {args.cell_records:,}, run {turn}",
-                             *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
+                runs.append(SparkRun(f"Spark, cells of {args.cell_records:,}, run {turn}",
+                                     *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
     else:
         with PeakMemory() as memory:
-            runs.append(("Spark (privacy_eval)", *run_spark(spark, original_path, synthetic_path)))
+            runs.append(SparkRun("Spark (privacy_eval)", *run_spark(spark, original_path, synthetic_path)))
         if not args.no_repeat:
-            runs.append(("Spark, the same run repeated in the session",
-                         *run_spark(spark, original_path, synthetic_path)))
+            runs.append(SparkRun("Spark, the same run repeated in the session",
+                                 *run_spark(spark, original_path, synthetic_path)))
     steps = profile_spark(spark, original_path, synthetic_path) if args.profile else []
     spark.stop()
     if args.no_reference:
-        reference, numpy_s, numpy_steps = runs[0][1], math.nan, {}
+        reference, numpy_s, numpy_steps = runs[0].figures, math.nan, {}
     else:
         reference, numpy_s, numpy_steps = run_numpy(original_path, synthetic_path)
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
+    print(f"{machine()}, Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
     print()
     base_s, base_name = numpy_s, "numpy"
     if args.cell_records:
-        base_s = one_cell_s = statistics.median(inner for name, _, _, inner in runs if "one cell" in name)
+        base_s = one_cell_s = statistics.median(r.inner for r in runs if r.name in one_cell)
         base_name = "the one-cell median"
     print("| distance metrics (5 components, cap 1,000) | records per side | wall time (s) | of which distance_metrics (s) "
           f"| vs {base_name} | its CPU time (s) | cells (original / synthetic) | cells per query (DCR / cloaking) "
           "| hidden rate (%) | local cloaking | capped | DCR | NNDR |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, f, seconds, inner in runs:
-        ratio = f"{inner / base_s:.2f}x" if math.isfinite(base_s) else "—"
-        print(f"| {name} | {args.rows:,} | {seconds:.1f} | {inner:.1f} | {ratio} | {f['cpu_seconds']:.0f} "
+    for r in runs:
+        f = r.figures
+        ratio = f"{r.inner / base_s:.2f}x" if math.isfinite(base_s) else "—"
+        print(f"| {r.name} | {args.rows:,} | {r.seconds:.1f} | {r.inner:.1f} | {ratio} | {f['cpu_seconds']:.0f} "
               f"| {f['closest_cells']} / {f['cloaking_cells']} "
               f"| {f['closest_cells_per_query']:.2f} / {f['cloaking_cells_per_query']:.2f} | {f['hidden_rate']:.4f} "
               f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")
     if args.cell_records:
-        cells_s = statistics.median(inner for name, _, _, inner in runs if "one cell" not in name)
-        cpu = {kind: statistics.median(f["cpu_seconds"] for name, f, _, _ in runs if ("one cell" in name) == one)
+        cells_s = statistics.median(r.inner for r in runs if r.name not in one_cell)
+        cpu = {kind: statistics.median(r.figures["cpu_seconds"] for r in runs if (r.name in one_cell) == one)
                for kind, one in (("one", True), ("cells", False))}
         print(f"\nmedians of `distance_metrics` over {args.runs} alternated runs: one cell {one_cell_s:.1f} s, cells of "
               f"{args.cell_records:,} {cells_s:.1f} s: **{cells_s / one_cell_s:.2f}x**; CPU time {cpu['one']:.0f} s "
@@ -275,7 +288,7 @@ def main_distance(args) -> int:
         print(f"local cloaking: p10/p50/p90 {r['lc_p10']}/{r['lc_p50']}/{r['lc_p90']}, "
               f"median a lower bound (half or more capped): {r['lc_median_lower_bound']}; "
               f"largest LC_i {int(r['lc'].max()):,}, mean LC_i {float(r['lc'].mean()):.1f}")
-    print(f"\npeak resident memory during the run '{runs[-1 if args.cell_records else 0][0]}': "
+    print(f"\npeak resident memory during the run '{runs[-1 if args.cell_records else 0].name}': "
           f"JVM (driver = executor in local mode) {memory.jvm / 2**20:.0f} MiB, largest Python worker "
           f"{memory.worker / 2**20:.0f} MiB")
     if steps:
@@ -285,13 +298,13 @@ def main_distance(args) -> int:
         print(f"| total | {sum(s for _, s in steps):.1f} |")
     against = "the first Spark run" if args.no_reference else "numpy"
     failed = False
-    for name, f, _, _ in runs:
-        differing, worst = compare(f, reference)
-        print(f"\n{name}: largest relative difference of a float figure {worst:.3g}")
+    for r in runs:
+        differing, worst = compare(r.figures, reference)
+        print(f"\n{r.name}: largest relative difference of a float figure {worst:.3g}")
         if differing:
             failed = True
-            print(f"ERROR: {name} differs from {against} on "
-                  f"{', '.join(f'{d} ({f[d]!r} vs {reference[d]!r})' for d in differing)}", file=sys.stderr)
+            print(f"ERROR: {r.name} differs from {against} on "
+                  f"{', '.join(f'{d} ({r.figures[d]!r} vs {reference[d]!r})' for d in differing)}", file=sys.stderr)
     if failed:
         return 1
     print(f"\nevery figure agrees with {against} (integers exactly, floats to 1e-12 relative)")

@@ -1,4 +1,4 @@
-"""`scripts/bench --wide COLUMNS --rows N [--runs 3]`: the occurrence pass on wide rows.
+"""`scripts/bench wide --columns COLUMNS --rows N [--runs 3]`: the occurrence pass on wide rows.
 
 The aggregate RDMP and KPR read (frames.cached_row_occurrences) counted both ways on the
 same Parquet files, in one warm session (driver 4g as in conf/spark/local.conf, 8 shuffle
@@ -16,12 +16,11 @@ the others afresh.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
+from measure import machine
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -67,16 +66,16 @@ def _counted(
     return seconds, tuple(counts)
 
 
-def main_wide(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     spark = build_session("privacy-eval-bench-wide", {
         "spark.master": args.master, "spark.driver.memory": "4g",
         "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",
     })
     spark.sparkContext.setLogLevel("ERROR")
-    folder = Path(args.data) / f"wide-{args.rows}x{args.wide}-seed{args.seed}"
-    paths = generate(spark, args.rows, args.wide, args.seed, folder)
+    folder = Path(args.data) / f"wide-{args.rows}x{args.columns}-seed{args.seed}"
+    paths = generate(spark, args.rows, args.columns, args.seed, folder)
     original, synthetic = (spark.read.parquet(p) for p in paths)
-    columns = [f"c{i}" for i in range(args.wide)]
+    columns = [f"c{i}" for i in range(args.columns)]
     times: dict[bool, list[float]] = {False: [], True: []}
     seen = set()
     for run in range(args.runs + 1):  # the first round warms up, untimed
@@ -90,8 +89,7 @@ def main_wide(args: argparse.Namespace) -> int:
         print(f"the routes disagree: {sorted(seen)}")
         return 1
     singletons, reproduced, distinct = seen.pop()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"Spark master {args.master}, driver memory 4g; {args.rows:,} rows per side of {args.wide} columns; "
+    print(f"{machine()}, Spark master {args.master}, driver memory 4g; {args.rows:,} rows per side of {args.columns} columns; "
           f"counts in every run: {singletons} singletons, {reproduced} reproduced, {distinct} distinct rows")
     print()
     print("| occurrence pass (fill + counts) | runs (s) | median (s) |")

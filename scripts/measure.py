@@ -1,13 +1,19 @@
 """What a benchmark measures of a run besides its result: wall time, peak resident
 memory and CPU time of this process and its descendants (in local mode: the JVM, which
-is driver and executor, and its Python workers), read from /proc. Shared by the bench
-scripts."""
+is driver and executor, and its Python workers), read from /proc, and the machine it
+ran on. Shared by the bench scripts."""
 
 from __future__ import annotations
 
 import os
+import platform
 import threading
 import time
+
+
+def machine() -> str:
+    """The machine line every benchmark prints first (callers add how Spark ran)."""
+    return f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def timed(fn):

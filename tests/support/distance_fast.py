@@ -1,5 +1,5 @@
 """Single-process numpy + scipy cKDTree computation of the distance metrics' figures
-(docs: distance-metrics.md §5.1-5.4), for the benchmark (`scripts/bench --distance`).
+(docs: distance-metrics.md §5.1-5.4), for the benchmark (`scripts/bench distance`).
 
 Independent of ``privacy_eval`` (imports nothing from it), like the brute-force oracle
 (tests/support/distance_oracle.py), but with exact k-d-tree searches instead of every

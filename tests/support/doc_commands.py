@@ -8,8 +8,8 @@ A block is marked for a test by an HTML comment on the line before its fence:
     ```
 
 The markdown renders the comment invisibly, so readers see a plain command while the
-suite keeps it honest. The section lives in docs/operations.md for now and may move to
-README.md: every function takes the markdown path.
+suite keeps it honest. The marked blocks are in README.md (COMMANDS_DOC); every
+function takes the markdown path, so that they can live in any document.
 """
 
 from __future__ import annotations
