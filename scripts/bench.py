@@ -95,7 +95,7 @@ def argument_parser() -> argparse.ArgumentParser:
     mode("disclosure", [data, driver], "identity and attribute disclosure (3 keys x 3 targets) against DuckDB")
 
     small = mode("small", [master, runs(), out("config, scripts, results warehouse, logs")],
-                 "the bundled WBCD job (seed metrics) against a bare Spark read-and-count and a Spark floor")
+                 "the bundled WBCD job (RDMP, CDMP, KPR, linkage) against a bare Spark read-and-count and a Spark floor")
     small.add_argument("--jobs", action="store_true", help="also count the Spark jobs of each phase")
 
     mode("processes", [data, runs(), out("config, results warehouse, logs")],

@@ -3,10 +3,10 @@
 Whole processes, each started with spark-submit the way scripts/example starts the job
 (same master, same properties file conf/spark/local.conf, same environment), run in
 turns (job, floor, bare, job, ...) after one untimed warm-up of each:
-  - the job: jobs/evaluate_privacy.py on the bundled WBCD pair with the seed metrics
+  - the job: jobs/evaluate_privacy.py on the bundled WBCD pair with four metrics
     only (RDMP, CDMP, KPR, linkage): conf/examples/wbcd.yaml without its `distance`
     entry, paths made absolute, results written to a warehouse in the output folder;
-  - floor: a program of the same shape as the job's seed metrics (their shuffles and
+  - floor: a program of the same shape as the job's four metrics (their shuffles and
     joins, one Python pass, one Parquet write) without any of the job's checks and
     statistics (FLOOR below): what the ratio costs before the job's own work;
   - bare: a tiny PySpark script that reads the same two CSV files with the job's CSV
@@ -38,7 +38,7 @@ from processes import JOB, PROPERTIES, ROOT, alternate, disagreements, ratio_rep
 
 from tests.support.examples import example_config
 
-SEED_METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage")
+METRICS = ("row_direct_match", "column_direct_match", "knowledge_protection", "linkage")
 
 # The bare job: session start, both files read as the job reads them, a count of each.
 BARE = '''\
@@ -52,7 +52,7 @@ print("counts", *counts)
 spark.stop()
 '''
 
-# A yardstick of the seed metrics' shape with none of the job's checks or statistics: the
+# A yardstick of the four metrics' shape with none of the job's checks or statistics: the
 # bare job's reads, with positions; whole rows grouped (RDMP), a join on the position
 # (CDMP), binned profiles grouped (KPR, on a fixed grid, not the spec's), one mapInArrow
 # pass over the synthetic rows blocked like the linkage's scoring (an identity: Python
@@ -144,9 +144,9 @@ ROWS = re.compile(r"inputs: (\d+) original rows, (\d+) synthetic rows")
 
 
 def derived_config(folder: Path) -> tuple[Path, dict]:
-    """wbcd.yaml with the seed metrics only, absolute paths, a warehouse in `folder`."""
+    """wbcd.yaml with the four METRICS only, absolute paths, a warehouse in `folder`."""
     path = folder / "wbcd_seed.yaml"
-    return path, example_config("wbcd.yaml", path, SEED_METRICS, folder / "warehouse")
+    return path, example_config("wbcd.yaml", path, METRICS, folder / "warehouse")
 
 
 def figures(stdout: str) -> list[str]:
@@ -214,7 +214,7 @@ def main(args: argparse.Namespace) -> int:
     lines, median_run = ratio_report(
         args.master, "| process (spark-submit, session start included) | runs (s) | median (s) | vs bare |",
         "job, WBCD, RDMP + CDMP + KPR + linkage", job_runs,
-        [("floor: the seed metrics' shuffles, joins and a Python pass, no checks (FLOOR)", floor_runs),
+        [("floor: the four metrics' shuffles, joins and a Python pass, no checks (FLOOR)", floor_runs),
          ("bare: read both CSV files (header, inferSchema), count", bare_runs)],
         f"row counts: job {job_runs[0].result}, floor {floor_runs[0].result}, bare {bare_runs[0].result}",
     )

@@ -65,8 +65,8 @@ def collect_grouped_by_key(frame: DataFrame) -> list[Row]:
     """`frame.collect()` for a query grouping by the row key (nearly one group per row).
 
     Partial aggregation before the shuffle cannot shrink such data: it builds a hash
-    map of every row and spills it. Skipping it measured 0.8 s instead of 1.2-1.4 s for
-    the key check at 1e6 rows per side. Set for this one query.
+    map of every row and spills it; skipping it makes the key check faster. Set for this
+    one query.
     """
     with _session_setting(frame.sparkSession, _BYPASS_PARTIAL, "true"):
         return frame.collect()
@@ -78,8 +78,8 @@ def persist_aggregate(frame: DataFrame) -> DataFrame:
     Spark plans a cached query without coalescing its shuffle partitions by default, so
     that later queries may rely on its partitioning; a few hundred aggregated rows are
     then written and read by spark.sql.shuffle.partitions tasks. Allowing it (read when
-    the cache is defined, so set for this call only) made the linkage histograms' two
-    jobs one task each: 0.1 s instead of 0.23 s at 1e6 records per side.
+    the cache is defined, so set for this call only) makes the linkage histograms' two
+    jobs one task each.
     """
     with _session_setting(frame.sparkSession, _CACHED_PARTITIONING, "true"):
         return frame.persist()
@@ -183,9 +183,9 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
 
     One aggregation over both tables stacked answers "occurs once in the original",
     "reproduced in the synthetic table" and "unique in the synthetic table" together:
-    it measured 1.5x faster than a groupBy followed by a null-safe semi-join
-    (docs/benchmarks.md). Grouping keeps null as a key of its own, unlike pandas'
-    default, so rows that differ only by missing values are told apart, never dropped.
+    faster than a groupBy followed by a null-safe semi-join (docs/benchmarks.md).
+    Grouping keeps null as a key of its own, unlike pandas' default, so rows that differ
+    only by missing values are told apart, never dropped.
     """
     selected = [qcol(c) for c in columns]
     return _counted_sides(original, synthetic, selected).groupBy(*selected).agg(*_count_sums())
@@ -214,8 +214,8 @@ def cached_row_occurrences(
     by :func:`digested_occurrences`, which holds those columns alone.
 
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
-    builds a hash map of every row and spills it: skipping it took the fill and count of
-    the cached aggregate from 30.3 s to 24.4 s at 1e7 rows per side (docs/benchmarks.md).
+    builds a hash map of every row and spills it: skipping it makes the fill and count of
+    the cached aggregate faster (docs/benchmarks.md).
     Each task then holds a hash map of every row it receives: sized by
     :func:`whole_row_shuffles`. A cached query is planned when it is defined, so both
     settings hold for this call only.
@@ -248,8 +248,8 @@ def row_digest(columns: Sequence[Column]) -> Column:
     -0.0 as 0.0 and every NaN by one bit pattern; tests pin it), different rows rarely
     do. Nulls are skipped, so rows that differ only in which columns are null may share a
     digest: :func:`digested_occurrences` settles them like any collision. Null flags
-    would avoid that, but hashing them took 14 s instead of 5 s for 1e6 rows of 100
-    columns (docs/benchmarks.md)."""
+    would avoid that, but hashing them costs several times the hashing of the values
+    (docs/benchmarks.md)."""
     return F.xxhash64(*columns)
 
 
@@ -264,10 +264,9 @@ def digested_occurrences(
     other row of either table equals: its counts, (1, 0) or (0, 1), are exact whatever
     else collides. A digest of two or more rows (duplicates, rows found on both sides, and
     any collision of different rows) is undecided: its rows are found again and grouped
-    on their real values, so a collision costs time, never a wrong count. At 1e6-2e6 rows
-    per side this took 0.54-0.56x the time of grouping whole rows of 40 or 100 columns,
-    0.8x at 24 (docs/benchmarks.md). Both tables must hold one type per column
-    (:func:`digests_pay`).
+    on their real values, so a collision costs time, never a wrong count. On wide rows
+    this is faster than grouping whole rows, the more so the wider (docs/benchmarks.md;
+    :func:`digests_pay` decides). Both tables must hold one type per column.
     """
     spark = original.sparkSession
     row = [qcol(c) for c in columns]
@@ -322,9 +321,9 @@ def whole_row_shuffles(spark: SparkSession, n_rows: int, n_columns: int) -> Iter
     least one task per CELLS_PER_TASK cells, or spark.sql.shuffle.partitions tasks if more.
 
     A task that aggregates or sorts whole rows holds all it receives: with conf/spark/
-    local.conf's 8 tasks at 1e8 rows per side each spilled to disk. One task per 1.5e7
-    cells took the occurrence aggregation from 469 s to 212 s there and CDMP's join from
-    159 s to 129 s (docs/benchmarks.md); at 1e7 rows per side it gives the same 8.
+    local.conf's 8 tasks, at the largest sizes each spilled to disk. One task per
+    CELLS_PER_TASK cells makes the occurrence aggregation and CDMP's join markedly faster
+    there (docs/benchmarks.md) and changes nothing at smaller sizes.
     """
     tasks = max(shuffle_partitions(spark), math.ceil(n_rows * n_columns / CELLS_PER_TASK))
     with _session_setting(spark, _SHUFFLE_PARTITIONS, str(tasks)):
@@ -343,8 +342,8 @@ def distinct_per_column(frame: DataFrame, columns: Sequence[str]) -> list[int]:
 
     One `count_distinct` per column is simpler, but Spark rewrites many distinct
     aggregates into an Expand whose plan and generated code grow with the square of the
-    number of columns: at 200 columns that was 5x slower than this. Here every row is
-    unpivoted (:func:`unpivot_typed`) and the distinct pairs are counted per index.
+    number of columns: at a few hundred columns that is several times slower. Here every
+    row is unpivoted (:func:`unpivot_typed`) and the distinct pairs are counted per index.
     """
     unpivoted, _ = unpivot_typed(frame, columns, "column")
     counts = {
@@ -407,8 +406,7 @@ def long_slices(x: Column) -> list[Column]:
     """`x` (a long) as the slices whose exact sums :func:`from_slice_sums` recombines.
 
     Summing 64-bit row hashes exactly as decimal(38,0) made Spark add a BigDecimal per
-    row; three long sums gave the same digest and took the profile pass at 1e6 rows
-    per side from 1.1-1.3 s to 0.9-1.0 s."""
+    row; three long sums give the same digest and a faster profile pass."""
     mask = F.lit((1 << _SLICE_BITS) - 1)
     return [x.bitwiseAND(mask), F.shiftright(x, _SLICE_BITS).bitwiseAND(mask), F.shiftright(x, 2 * _SLICE_BITS)]
 
@@ -422,8 +420,8 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: T.StructType
     Arrow data: the results rows, the position shift table of a split input.
 
     `spark.createDataFrame(rows, schema)` makes them a Python RDD, which a Python worker
-    must unpickle when the frame is first used: the job's first results write took
-    1.4-1.9 s with it and 0.7-0.8 s without on the WBCD example (docs/benchmarks.md).
+    must unpickle when the frame is first used, which made the job's first results write
+    markedly slower (docs/benchmarks.md).
     Timestamps are instants: naive ones are read in local time, as `createDataFrame` does.
     """
     import pyarrow as pa  # here: configuration errors answer without importing it

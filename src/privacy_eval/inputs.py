@@ -585,7 +585,7 @@ def _profiles(
 
     def aggregated(side: str, i: int) -> DataFrame:
         # No count_distinct(KEY) here: it turns this scan into an expand and two shuffles,
-        # 2.5x slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
+        # slower than the scan plus one grouped shuffle of the keys (_check_unique_keys).
         return views[side].agg(
             F.count(F.lit(1)).alias(f"{i}_n"),
             *(F.sum(part).alias(f"{i}_hash_sum{k}") for k, part in enumerate(long_slices(F.col(hash_)))),

@@ -38,8 +38,8 @@ _GLOB_CHARACTERS = re.compile(r"([\\\[\]{}*?])")
 
 
 #: File formats read again by each pass instead of cached. Their columnar scan costs
-#: what a scan of Spark's in-memory cache does, while filling the cache costs 3-4 scans
-#: (1e6 rows per side: 1.5-2 s a side to fill, 0.3-0.5 s to scan either; docs/benchmarks.md).
+#: what a scan of Spark's in-memory cache does, while filling the cache costs several
+#: scans (docs/benchmarks.md).
 REREAD_FORMATS = frozenset({"parquet", "orc"})
 
 
@@ -231,8 +231,8 @@ def _check_line_breaks_in_fields(spark: SparkSession, options: dict[str, str], p
     text = spark.read.options(**({"lineSep": options["lineSep"]} if "lineSep" in options else {}))
     lines = text.text(literal_path(path)).filter(F.col("value").rlike(unclosed))
     # A file read as one partition (a small file): isEmpty gives the answer in one Spark
-    # job, limit(1).count() in two (the count adds a job over the limit's output); on
-    # the bundled WBCD pair 0.2-0.5 s of the "read inputs" phase. More partitions: the
+    # job, limit(1).count() in two (the count adds a job over the limit's output), a
+    # visible part of the "read inputs" phase on small files. More partitions: the
     # count's one job scans them all at once, where isEmpty (take(1)) would scan them in
     # rounds of growing size when no line matches, the usual case. Planning only here.
     if lines.rdd.getNumPartitions() == 1:
@@ -335,8 +335,8 @@ def _with_position(frame: DataFrame) -> DataFrame:
     lists longest first with a stable sort, all of one length but the last, i.e. in file
     order. Its ids are 0..n-1 in file order, every shift of the general case would be 0,
     and the positions are the ids themselves. That case skips the two Spark jobs of the
-    split collect and the broadcast join (each bundled example side is one small file:
-    0.5-1 s per side on 2 cores). Both tests below plan the scan only; neither runs a job.
+    split collect and the broadcast join (each bundled example side is one small file).
+    Both tests below plan the scan only; neither runs a job.
     """
     if len(frame.inputFiles()) == 1 and frame.rdd.getNumPartitions() == 1:
         return frame.withColumn(POSITION, F.monotonically_increasing_id())

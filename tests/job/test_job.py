@@ -49,7 +49,7 @@ def test_examples_land_in_the_results_tables(tmp_path):
     wh = ["--set", f"results.warehouse={warehouse}"]
 
     # r1 first with two metrics (one of them per column): the tables get created here.
-    # Runs that test the results tables, not the metrics, take ~20 s less with fewer metrics.
+    # Runs that test the results tables, not the metrics, are much shorter with fewer metrics.
     light = tmp_path / "light.yaml"
     example_config("wbcd.yaml", light, ["row_direct_match", "column_direct_match"], warehouse)
     first = submit(light, "--run-id", "r1")

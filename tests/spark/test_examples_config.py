@@ -76,7 +76,7 @@ def _write_folder(frame: pd.DataFrame, folder: Path) -> None:
     frame.iloc[half:].to_parquet(folder / "part-00001.parquet", index=False)
 
 
-@pytest.mark.slow  # every metric, linkage included, on 400 rows: 33 s on this (shared, loaded) machine
+@pytest.mark.slow  # every metric, linkage included, on 400 rows: one of the longest tests
 def test_object_storage_example_runs_on_local_parquet_of_its_shape(spark, tmp_path):
     from privacy_eval.evaluation import evaluate
 

@@ -68,7 +68,8 @@ def small_workspace(root: Path) -> dict[str, Path]:
 
 
 def small_config(workspace: dict[str, Path], database: str, linkage: bool = True) -> dict[str, Any]:
-    """The seed metrics on small_workspace's files, results in `database`."""
+    """RDMP, CDMP, KPR and (with `linkage`) the linkage attack on small_workspace's files,
+    results in `database`."""
     metrics: dict[str, Any] = {
         "row_direct_match": {},
         "column_direct_match": {},

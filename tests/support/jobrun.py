@@ -35,8 +35,8 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 JOB = ROOT / "jobs" / "evaluate_privacy.py"
 ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
        "SPARK_LOCAL_IP": "127.0.0.1"}
-# Short-lived JVMs: the C1 compiler alone starts faster (a WBCD run of every metric took
-# 26-29 s instead of 34-44 s; it would slow a large evaluation down, so only tests use it).
+# Short-lived JVMs: the C1 compiler alone starts faster (a WBCD run of every metric is
+# markedly shorter; it would slow a large evaluation down, so only tests use it).
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 # extraJavaOptions: conf/spark/local.conf's defaultJavaOptions (the log configuration)
 # stay; a test's own --driver-java-options replaces it, so it adds C1_ONLY itself.

@@ -16,7 +16,7 @@ from privacy_eval.errors import ConfigError
 # What the loader accepts (docs/interface.md, "Configuration keys"): a job configuration
 # is a few kilobytes of plain mappings and lists, so anything far beyond is refused
 # before it can cost time or memory.
-MAX_CONFIG_BYTES = 128 * 1024  # the file, and each `--set` value (parsing 128 KiB takes ~1 s)
+MAX_CONFIG_BYTES = 128 * 1024  # the file, and each `--set` value (parsing that much YAML is already slow)
 MAX_DEPTH = 32  # nested mappings and lists, the top-level mapping counting as 1
 
 

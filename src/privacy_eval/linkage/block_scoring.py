@@ -124,7 +124,7 @@ def make_scorer(
 
 def _hist(method: int, kind: int, a: np.ndarray, b: np.ndarray, conf: np.ndarray | None, n: np.ndarray) -> _HistPart:
     # Plain arrays, one DataFrame per call of the scorer: building a DataFrame per
-    # histogram took a third of the scoring time.
+    # histogram cost much of the scoring time.
     size = len(n)
     return {
         "method": np.full(size, method, dtype=np.int32),

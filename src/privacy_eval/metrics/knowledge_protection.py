@@ -75,10 +75,9 @@ def knowledge_protection_rate(
         return KnowledgeProtectionResult(n_original, 0, 0, 0, tuple(known), ())
     numeric_known = [v for v in known if v in set(numeric)]
     grids = bin_grids(occurring_once(occurrences), numeric_known, bin_width or {})
-    # The aggregate has a task per share of memory (frames.cached_row_occurrences), 80 at
-    # 1e8 rows per side, and a profile recurs in most of them: grouped in as many map
-    # tasks, each task's partial counts repeat the others' (this pass took 108 s at 1e8;
-    # 78-91 s read by 8 tasks).
+    # The aggregate has a task per share of memory (frames.cached_row_occurrences), many
+    # at large sizes, and a profile recurs in most of them: grouped in as many map tasks,
+    # each task's partial counts repeat the others', so fewer tasks read it.
     grouped = occurrences.coalesce(shuffle_partitions(occurrences.sparkSession))
     # Per grid, whether some value's bin is infinite (binning.beyond_grid): counted in
     # the same passes, refused below.
