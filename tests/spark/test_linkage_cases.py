@@ -105,8 +105,10 @@ def test_cov_from_anon_and_pooled(spark, cov_from):
     assert result.cov_from == cov_from and result.details()["cov_from"] == cov_from
 
 
-def test_f1_uniq3_tied3_by_hand(spark):
-    """linkage-semantics §5.3 / §7 F1: V = 10,20,30,40,40,40, synthetic = original."""
+def test_three_unique_three_tied_by_hand(spark):
+    """V = 10, 20, 30, 40, 40, 40, synthetic = original: three records found alone, three
+    tied in a group of three (risk 1/3 each; docs/metrics.md, Per-record reduction and
+    risk)."""
     v = [10.0, 20.0, 30.0, 40.0, 40.0, 40.0]
     rows = [(i + 1, x) for i, x in enumerate(v)]
     so = spark.createDataFrame(rows, "id long, V double")

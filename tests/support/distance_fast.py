@@ -1,5 +1,5 @@
 """Single-process numpy + scipy cKDTree computation of the distance metrics' figures
-(docs: distance-metrics.md §5.1-5.4), for the benchmark (`scripts/bench distance`).
+(docs/metrics.md, "Distance-based metrics"), for the benchmark (`scripts/bench distance`).
 
 Independent of ``privacy_eval`` (imports nothing from it), like the brute-force oracle
 (tests/support/distance_oracle.py), but with exact k-d-tree searches instead of every
@@ -165,7 +165,7 @@ def distance_fast(
     workers: int = 1,
     timings: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The figures of §5.3-5.4 (scalar keys as `distance_reference`), with cKDTree.
+    """The hidden rate, local cloaking, DCR and NNDR (scalar keys as `distance_reference`), with cKDTree.
 
     Pairs by `key` (each key unique per side, null keys pair with nothing), else by
     position. `timings`, when given, receives the seconds of each step."""
@@ -186,7 +186,7 @@ def distance_fast(
     lap("project")
     n, m = len(original), len(synthetic)
 
-    # §5.4: two nearest originals of every synthetic record.
+    # DCR and NNDR: two nearest originals of every synthetic record.
     if n >= 2:
         d, _ = cKDTree(xo).query(xs, k=2, workers=workers)
         d1, d2 = d[:, 0], d[:, 1]
@@ -197,7 +197,7 @@ def distance_fast(
         ratio = np.where(d2 == 0.0, 1.0, d1 / d2)
     lap("dcr_nndr_search")
 
-    # §5.3: pairs, radii, ball counts against the synthetic tree.
+    # Hidden rate and local cloaking: pairs, radii, ball counts against the synthetic tree.
     po, ps = _paired_rows(original, synthetic, key)
     c, t = _ball_counts(xo[po], xs, ps, workers)
     lap("cloaking_search")

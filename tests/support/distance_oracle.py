@@ -1,10 +1,11 @@
-"""Brute-force float64 oracle for the distance-based metrics (docs: distance-metrics.md §5).
+"""Brute-force float64 oracle for the distance-based metrics (docs/metrics.md,
+"Distance-based metrics"; the headings below are its sections).
 
 Independent of the Spark implementation on purpose: it imports nothing from
 ``privacy_eval`` and scores every pair (no index, no tree), so a mistake in either is
 caught by the other.  Small data only (a few thousand rows per side).
 
-The space (§5.1), fitted on every row of the original (duplicates included):
+The space, fitted on every row of the original (duplicates included):
 
     numeric v       (x - μ_v) / σ_v, μ and the population σ over the finite original values,
                     σ ≤ 2.2e-308 → 1; a null, NaN or ±inf cell → 0 (imputed at the mean)
@@ -13,18 +14,19 @@ The space (§5.1), fitted on every row of the original (duplicates included):
     components K    K < width: project on the top-K eigenvectors of ZᵀZ (Z = scaled original);
                     "all" or K ≥ width: no projection
 
-Tie rule (§5.2): d tied with r when |d - r| ≤ τ(r) = 1e-9·max(1, r); closer when d < r - τ(r).
+Tie rule: d tied with r when |d - r| ≤ τ(r) = 1e-9·max(1, r); closer when d < r - τ(r).
 
-Hidden rate / local cloaking (§5.3), per paired original i with own synthetic a_i,
-r_i = d(x_i, a_i), over every synthetic j ≠ a_i (unpaired synthetic records included):
+Hidden rate and local cloaking, per paired original i with own synthetic a_i, r_i = d(x_i, a_i),
+over every synthetic j ≠ a_i (unpaired synthetic records included):
 
     c_i = #{j closer than r_i},  t_i = #{j tied with r_i},  hit_i = 1/(1 + t_i) if c_i = 0 else 0
     hidden_rate = 100·(1 - Σ hit_i / n_p),  LC_i = c_i + t_i,  local_cloaking = median min(LC_i, cap)
 
-DCR / NNDR (§5.4), per synthetic s over all originals: d1, d2 the two smallest distances,
-DCR = median d1, NNDR = median d1/d2 (:= 1 when d2 = 0).
+Distance to closest record and nearest-neighbour distance ratio, per synthetic s over all
+originals: d1, d2 the two smallest distances, DCR = median d1, NNDR = median d1/d2 (:= 1
+when d2 = 0).
 
-Holdout share (§5.5): (#{d_O closer than d_H} + ½·#{d_O tied with d_H}) / m, expected n/(n + n_H).
+Holdout distance share: (#{d_O closer than d_H} + ½·#{d_O tied with d_H}) / m, expected n/(n + n_H).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ _BLOCK_BYTES = 128 * 2**20
 
 
 def tau(r: np.ndarray | float) -> np.ndarray | float:
-    """Tie tolerance τ(r) = 1e-9 · max(1, r) (§5.2)."""
+    """Tie tolerance τ(r) = 1e-9 · max(1, r) (docs/metrics.md, "Tie rule")."""
     return TIE_REL * np.maximum(1.0, r)
 
 
@@ -84,7 +86,7 @@ def _numeric_values(series: pd.Series) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Space:
-    """The fitted FAMD space of §5.1 (before projection: ``width`` coordinates)."""
+    """The fitted FAMD space (docs/metrics.md, "The space"; before projection: ``width`` coordinates)."""
 
     numeric: tuple[str, ...]
     categorical: tuple[str, ...]
@@ -132,7 +134,7 @@ def _scaled(space_stats: tuple, frame: pd.DataFrame) -> tuple[np.ndarray, int]:
 def fit_space(
     original: pd.DataFrame, *, columns: Sequence[str], categorical: Collection[str] = (), components: int | str = 5
 ) -> Space:
-    """Fit §5.1 on every row of ``original``: μ, population σ (σ ≤ 2.2e-308 → 1), shares p_k, projection.
+    """Fit the space on every row of ``original``: μ, population σ (σ ≤ 2.2e-308 → 1), shares p_k, projection.
 
     A column's kind is decided by the original's dtype (a synthetic column that is all null
     may have dtype object without being text).
@@ -267,7 +269,7 @@ def distance_reference(
     holdout: pd.DataFrame | None = None,
     key: str | None = None,
 ) -> dict[str, Any]:
-    """Every figure of §5.3-5.5 by brute force (formulas in the module docstring).
+    """Every figure by brute force (formulas in the module docstring).
 
     ``dcr_near_zero`` / ``nndr_near_half`` count the records within 1e-9 of the untoleranced
     boundaries d1 = 0 and d1/d2 = 0.5: a correct implementation may disagree with the oracle's
@@ -286,7 +288,7 @@ def distance_reference(
     n, m = len(original), len(synthetic)
     d_os = pairwise_distances(xo, xs)  # n × m
 
-    # §5.3 hidden rate and local cloaking over the paired originals.
+    # Hidden rate and local cloaking over the paired originals.
     paired = pairs(original, synthetic, key)
     c, t = _closer_and_tied(d_os, paired)
     # hit uses the exact t_i even past the cap (the spec caps LC only).
@@ -296,7 +298,7 @@ def distance_reference(
     n_p = len(paired)
     capped = int((lc >= cap).sum())
 
-    # §5.4 DCR and NNDR: two smallest distances from each synthetic record to the originals.
+    # DCR and NNDR: two smallest distances from each synthetic record to the originals.
     d1, d2 = _two_smallest(d_os)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(d2 == 0.0, 1.0, d1 / d2)
@@ -352,7 +354,7 @@ def distance_reference(
         "d_holdout": None,
     }
 
-    # §5.5 holdout share, same space (fitted on the original only).
+    # Holdout share, same space (fitted on the original only).
     if holdout is not None:
         out.update(_holdout_figures(space, holdout, xs, d1, n))
     return out

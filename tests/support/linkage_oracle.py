@@ -341,7 +341,7 @@ def summarize_linkage(
 # per-record restatements shared by the kernel tests
 # --------------------------------------------------------------------------
 
-#: The snapping tolerance of the spec (sqrt of the double epsilon), written out here
+#: The default snapping tolerance (sqrt of the double epsilon, as the reference package), written out here
 #: rather than read from the kernel.
 TOL = 1.4901161193847656e-08
 
@@ -351,7 +351,8 @@ def summary_of(res, **kw):
 
 
 def reference_counts(values: list[float], true_col: int, tol: float) -> tuple[int, int]:
-    """§4.1 + §5.2 restated in plain Python: (N_BETTER, TRUE_TIE_SIZE) of one record."""
+    """Tie snapping and the per-record reduction (docs/metrics.md) restated in plain Python:
+    (N_BETTER, TRUE_TIE_SIZE) of one record."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     snapped = [0.0] * len(values)
     group_min = values[order[0]]

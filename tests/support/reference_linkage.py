@@ -71,7 +71,7 @@ def linkage_reference(
     """Summary of the attack with every candidate pair scored explicitly.
 
     ``single_column_sd``: score one target as |Δ| / sd(original) directly (the
-    reference's one-column reduction of the Mahalanobis distance, §3.4).
+    reference's one-column reduction of the Mahalanobis distance; docs/metrics.md, Scores).
     """
     targets = list(targets)
     xo_all = orig[targets].to_numpy(float)

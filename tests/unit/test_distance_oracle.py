@@ -382,7 +382,8 @@ def test_tie_fixture_has_its_ties():
 
 
 def test_matches_a_pair_by_pair_restatement():
-    # §5.3-5.5 re-stated with Python loops over math.dist on the fixture's coordinates.
+    # The hidden rate, local cloaking, DCR, NNDR and holdout share re-stated with Python
+    # loops over math.dist on the fixture's coordinates.
     o, s, h = tie_fixture()
     r = distance_reference(o, s, columns=FIXTURE_COLUMNS, components="all", holdout=h, key="id")
     space = oracle.fit_space(o, columns=FIXTURE_COLUMNS, components="all")

@@ -1,5 +1,5 @@
 """The linkage kernel's kd-tree path against the brute-force path and a plain-Python
-restatement of the spec's reduction (tests/support/linkage_oracle.py), so that neither
+restatement of the per-record reduction (tests/support/linkage_oracle.py), so that neither
 kernel path is checked against itself: random and near-tie blocks, empty and one-sided
 blocks, long tie chains, skewed trees, bounded memory, and the single-column fast path.
 """

@@ -1,10 +1,8 @@
-"""Tests of the numpy/scipy linkage kernel against the reference's golden fixtures.
-
-Fixture numbers are the R package ``reidentify``'s golden fixtures (docs/metrics.md,
-Linkage attack).  Numbers printed there
-with fewer than ten significant digits are checked to half a unit of their last
-printed digit; all others to 1e-9 or better.  The kd-tree path's randomized checks
-are in test_linkage_kdtree.py.
+"""Tests of the numpy/scipy linkage kernel against small hand-checkable fixtures, with
+the figures the R package ``reidentify`` gives for them (docs/metrics.md, Linkage
+attack); each test's docstring says what its fixture is. Figures given with fewer than
+ten significant digits are checked to half a unit of their last digit; all others to
+1e-9 or better. The kd-tree path's randomized checks are in test_linkage_kdtree.py.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import pytest
 from privacy_eval.linkage import kernel as lk
 from tests.support import linkage_oracle as oracle
 from tests.support.linkage_oracle import TOL, summary_of
+from tests.support.paths import DATA
 
 # --------------------------------------------------------------------------
 # helpers
@@ -25,7 +24,7 @@ from tests.support.linkage_oracle import TOL, summary_of
 
 
 def assert_printed(actual, printed: str) -> None:
-    """Equal to a number printed in the spec, to half a unit of its last printed digit."""
+    """Equal to a figure given to so many digits, to half a unit of its last digit."""
     exp = Decimal(printed).as_tuple().exponent
     tol = 0.5 * 10.0**exp + 1e-15 * abs(float(printed))
     assert abs(float(actual) - float(printed)) <= tol, (actual, printed)
@@ -50,11 +49,12 @@ def num_block(raw_v, anon_v, raw_ids=None, anon_ids=None, *, max_k=10, confidenc
 
 
 # --------------------------------------------------------------------------
-# F10 snapping, F8 eccentricity by hand, F1-F5, F23, F24, F26 (score_num fixtures)
+# one-column fixtures (the reference's score_num): snapping, eccentricity, rates, baselines
 # --------------------------------------------------------------------------
 
 
-def test_f10_snapping_examples():
+def test_tie_snapping_examples():
+    """Single-linkage snapping with relative tolerance tol (docs/metrics.md, Tie snapping)."""
     np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-7, 1 + 2e-7, 5]), [1, 1 + 1e-7, 1 + 2e-7, 5])
     np.testing.assert_array_equal(oracle.snap_tied_values([1, 1 + 1e-12, 5]), [1, 1, 5])
     np.testing.assert_array_equal(oracle.snap_tied_values([1, np.inf, np.inf, 2]), [1, np.inf, np.inf, 2])
@@ -86,7 +86,9 @@ def test_f10_snapping_examples():
         ([4, 4], 4, 4, 0, None, "0", 2),
     ],
 )
-def test_f8_eccentricity_by_hand(scores, best, second, margin, sd, ecc, tie):
+def test_eccentricity_by_hand(scores, best, second, margin, sd, ecc, tie):
+    """One synthetic record's candidate scores: best, second, margin, their sd and the
+    eccentricity margin / sd, worked out by hand."""
     red = lk.reduce_value_matrix(np.array([scores], dtype=float), np.array([-1]))
     assert red.best_score[0] == best and red.second_score[0] == second and red.margin[0] == margin
     assert red.best_tie_size[0] == tie
@@ -97,7 +99,7 @@ def test_f8_eccentricity_by_hand(scores, best, second, margin, sd, ecc, tie):
     assert tie_conf.confidence[0] == pytest.approx(1 / tie, abs=1e-15)
 
 
-def test_f8_single_candidate():
+def test_eccentricity_of_a_single_candidate():
     red = lk.reduce_value_matrix(np.array([[3.0]]), np.array([0]), confidence="tie")
     assert red.n_candidates[0] == 1 and np.isnan(red.second_score[0])
     assert red.margin[0] == 0 and red.sd_score[0] == 0 and red.eccentricity[0] == np.inf
@@ -105,7 +107,10 @@ def test_f8_single_candidate():
     assert lk.reduce_value_matrix(np.array([[3.0]]), np.array([0])).confidence[0] == np.inf
 
 
-def test_f1_uniq3_tied3_and_f26():
+def test_three_unique_three_tied():
+    """V = 10, 20, 30, 40, 40, 40, synthetic = original: three records found alone, three
+    tied in a group of three. Rates, top-k, margin confidence, precision-recall, the
+    tie confidence and the per-record reduction, and the mode baseline."""
     v = [10, 20, 30, 40, 40, 40]
     bf, kd = num_block(v, v)
     close(bf.risk, [1, 1, 1, 1 / 3, 1 / 3, 1 / 3])
@@ -141,7 +146,7 @@ def test_f1_uniq3_tied3_and_f26():
     close(pr["coverage"], [0.5, 1.0])
     close(pr["precision"], [1.0, 4 / 6])
     close(pr["recall"], [0.5, 4 / 6])
-    # F26: per-record reduction (tie measure)
+    # per-record reduction (tie measure)
     np.testing.assert_array_equal(bft.best_tie_size, [1, 1, 1, 3, 3, 3])
     close(bft.confidence, [1, 1, 1, 1 / 3, 1 / 3, 1 / 3])
     close(bft.true_score, [0] * 6)
@@ -153,7 +158,8 @@ def test_f1_uniq3_tied3_and_f26():
     close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
 
 
-def test_f2_all_tied():
+def test_every_record_tied_with_one_other():
+    """V = 1, 1, 2, 2, 3, 3, synthetic = original: every record tied with one other."""
     v = [1, 1, 2, 2, 3, 3]
     bf, kd = num_block(v, v)
     close(kd.risk, [0.5] * 6)
@@ -177,7 +183,8 @@ def test_f2_all_tied():
     close(oracle.mode_baseline_from_pairs(a, r, sc), 1 / 6)
 
 
-def test_f3_unique():
+def test_every_record_unique():
+    """V = 10, 20, 30, 40, 50, synthetic = original: every record found alone."""
     v = [10, 20, 30, 40, 50]
     bf, kd = num_block(v, v)
     s = summary_of(kd, top_k=(1, 5, 10))
@@ -197,7 +204,9 @@ def test_f3_unique():
     close(oracle.mode_baseline_from_pairs(a, r, np.abs(np.array(v, float)[r - 1] - np.array(v, float)[a - 1])), 0.2)
 
 
-def test_f4_hand_count():
+def test_one_record_outranked():
+    """Original V = 10, 20, 30, 40, synthetic 10, 20, 30, 21: the last synthetic record's
+    true original ranks fourth, counted by hand."""
     bf, kd = num_block([10, 20, 30, 40], [10, 20, 30, 21])
     assert kd.n_better[3] + 1 == 4 and kd.risk[3] == 0
     close(summary_of(kd).success_analytic, 0.75)
@@ -213,7 +222,8 @@ def test_f4_hand_count():
     close(pr["recall"], [0.5, 0.5, 0.75])
 
 
-def test_f5_anon_without_raw_counterpart():
+def test_synthetic_records_without_an_original():
+    """Originals 10..40, synthetic 10..60: two synthetic records have no original."""
     bf, kd = num_block([10, 20, 30, 40], [10, 20, 30, 40, 50, 60])
     close(kd.risk, [1, 1, 1, 1, 0, 0])
     assert kd.has_true.tolist() == [True] * 4 + [False] * 2
@@ -229,7 +239,8 @@ def _pairs_summary(red):
     return oracle.summarize_linkage(red.n_candidates, red.n_better, red.true_tie_size)
 
 
-def test_f6_mode_baseline_best_most_often():
+def test_mode_baseline_picks_the_original_best_most_often():
+    """A pair table where original 1 scores best for three synthetic records."""
     raw = np.array([1, 99, 1, 99, 1, 99, 1, 99])
     anon = np.array([1, 1, 2, 2, 3, 3, 4, 4])
     sc = np.array([0, 5, 0, 5, 0, 5, 5, 0], float)
@@ -240,7 +251,7 @@ def test_f6_mode_baseline_best_most_often():
     assert s.n_true_missing == 3
 
 
-def test_f6b_mode_baseline_zero_and_orientation():
+def test_mode_baseline_zero_and_score_orientation():
     raw = np.array([9, 1, 9, 2, 9, 3])
     anon = np.array([1, 1, 2, 2, 3, 3])
     ids, red = oracle.reduce_score_pairs(anon, raw, np.array([0, 5, 0, 5, 0, 5], float))
@@ -253,7 +264,7 @@ def test_f6b_mode_baseline_zero_and_orientation():
         oracle.reduce_score_pairs(anon, raw, sim, score_type="cosine")
 
 
-def test_f7_random_baseline_with_missing_truth():
+def test_random_baseline_with_missing_truth():
     raw = np.array([2, 3, 2, 3, 3, 4])
     anon = np.array([1, 1, 2, 2, 3, 3])
     sc = np.array([1, 2, 1, 2, 1, 2], float)
@@ -265,19 +276,23 @@ def test_f7_random_baseline_with_missing_truth():
     assert ids[order].tolist() == [2, 3, 1]
 
 
-def test_f23_constant_score():
+def test_constant_score():
+    """Eight identical records: every candidate ties, the success rate is 1/8."""
     bf, kd = num_block([1] * 8, [1] * 8)
     s = summary_of(kd)
     close([s.success_analytic, s.baseline_random, s.lift, s.max_risk], [1 / 8, 1 / 8, 1, 1 / 8])
 
 
-def test_f24_margin_confidence():
+def test_margin_confidence():
+    """V = 1, 2, 4, synthetic = original: the margin confidence of each record."""
     bf, _ = num_block([1, 2, 4], [1, 2, 4])
     for got, want in zip(bf.confidence, ["0.6546537", "1.0", "1.3093073"]):
         assert_printed(got, want)
 
 
-def test_f22_two_way_tie_and_duplicates_refused():
+def test_two_way_tie_and_duplicates_refused():
+    """Originals 0 and 10, two synthetic records at 5: each ties between both; a pair
+    table or a block with a repeated id is refused."""
     _, kd = num_block([0, 10], [5, 5])
     close(kd.risk, [0.5, 0.5])
     anon = np.array([1, 1, 2, 2])
@@ -297,11 +312,11 @@ def test_f22_two_way_tie_and_duplicates_refused():
 
 
 # --------------------------------------------------------------------------
-# Mahalanobis: F11, F12, F13, F15, Appendix A, invariance
+# Mahalanobis: by hand, exact zeros, constant columns, units, the seed example, invariance
 # --------------------------------------------------------------------------
 
-F11_RAW = np.array([[0, 0], [1, 2], [5, 3]], dtype=float)
-F11_ANON = np.array([[0.1, 0.2], [1.2, 1.8], [4.7, 3.4]])
+BY_HAND_ORIGINAL = np.array([[0, 0], [1, 2], [5, 3]], dtype=float)
+BY_HAND_SYNTHETIC = np.array([[0.1, 0.2], [1.2, 1.8], [4.7, 3.4]])
 
 
 def _mahalanobis_matrix(raw, anon, cov, ridge):
@@ -309,30 +324,32 @@ def _mahalanobis_matrix(raw, anon, cov, ridge):
     return w, oracle.pairwise_values(w.transform(raw), w.transform(anon))
 
 
-def test_f11_mahalanobis_by_hand():
-    mo_raw = lk.Moments.from_array(F11_RAW)
+def test_mahalanobis_by_hand():
+    """Three originals and their synthetic records in two columns: the distances under
+    each covariance choice (raw, anon, pooled), with and without the ridge."""
+    mo_raw = lk.Moments.from_array(BY_HAND_ORIGINAL)
     _, s_raw = mo_raw.covariance()
     close(s_raw, [[7, 3.5], [3.5, 7 / 3]], 1e-13)
-    w, d = _mahalanobis_matrix(F11_RAW, F11_ANON, s_raw, 0)
+    w, d = _mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_raw, 0)
     assert_printed(w.condition_number, "19.2814700679")
     assert not w.ill_conditioned
     raw_r0 = [0.2, 1.8, 1.90787840283389, 1.63532434528619, 0.4, 1.70377731610007, 2.24626674411439,
               1.5175167685588, 0.728991475552747]
     close(d.ravel(), raw_r0, 1e-12)
-    _, s_anon = lk.Moments.from_array(F11_ANON).covariance()
-    close(_mahalanobis_matrix(F11_RAW, F11_ANON, s_anon, 0)[1].ravel(),
+    _, s_anon = lk.Moments.from_array(BY_HAND_SYNTHETIC).covariance()
+    close(_mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_anon, 0)[1].ravel(),
           [0.298106000442796, 2.68295400398516, 2.15813625226336, 2.29703443324213, 0.714662289126829,
            3.0874831308581, 2.14216413645173, 2.58809624772727, 1.28745954629003], 1e-12)
-    _, s_pool = mo_raw.merge(lk.Moments.from_array(F11_ANON)).covariance()
-    close(_mahalanobis_matrix(F11_RAW, F11_ANON, s_pool, 0)[1].ravel(),
+    _, s_pool = mo_raw.merge(lk.Moments.from_array(BY_HAND_SYNTHETIC)).covariance()
+    close(_mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_pool, 0)[1].ravel(),
           [0.247749284113123, 2.2297435570181, 2.16939573118272, 1.98041113450684, 0.537093678324125,
            2.31267564929258, 2.44410336163618, 2.00267101005843, 0.973272044754692], 1e-12)
-    w, d = _mahalanobis_matrix(F11_RAW, F11_ANON, s_raw, 1e-6)
+    w, d = _mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_raw, 1e-6)
     close(d.ravel(), [0.199999076197663, 1.79999168577897, 1.90787776687601, 1.63531725893657,
                       0.399997980967755, 1.70377355530019, 2.24626332428808, 1.51751456824007,
                       0.728987783591749], 1e-12)
     ids = np.arange(1, 4)
-    zr, za = w.transform(F11_RAW), w.transform(F11_ANON)
+    zr, za = w.transform(BY_HAND_ORIGINAL), w.transform(BY_HAND_SYNTHETIC)
     bf = lk.evaluate_block_bruteforce(ids, zr, ids, za)
     kd = lk.evaluate_block_kdtree(ids, zr, ids, za, max_k=3)
     s = summary_of(kd)
@@ -342,7 +359,7 @@ def test_f11_mahalanobis_by_hand():
         assert_printed(got, want)
 
 
-def test_f12_identity_exact_zeros():
+def test_identity_gives_exact_zeros():
     x = np.array([[1, 4], [2, 1], [3, 3], [4, 2]], dtype=float)
     w = lk.whitening_from_covariance(lk.Moments.from_array(x).covariance()[1], 0)
     z = w.transform(x)
@@ -359,7 +376,7 @@ def test_f12_identity_exact_zeros():
         assert_printed(got, want)
 
 
-def test_f13_constant_column_and_errors():
+def test_constant_column_and_errors():
     x = np.column_stack([np.arange(1, 6, dtype=float), np.full(5, 2.0)])
     _, cov = lk.Moments.from_array(x).covariance()
     w = lk.whitening_from_covariance(cov, 0)
@@ -399,7 +416,9 @@ def test_exactly_collinear_needs_ridge():
     assert w.ill_conditioned and w.condition_number > 1e6
 
 
-def test_f15_condition_number_is_unit_dependent():
+def test_condition_number_is_unit_dependent():
+    """Two columns on scales a thousand apart: the condition number of the covariance
+    follows the units, that of the correlation does not."""
     x = np.column_stack([[1, 3, 2, 5, 4, 6], [3000, 1000, 6000, 2000, 5000, 4000]]).astype(float)
     _, cov = lk.Moments.from_array(x).covariance()
     w0 = lk.whitening_from_covariance(cov, 0)
@@ -407,26 +426,24 @@ def test_f15_condition_number_is_unit_dependent():
     assert_printed(w0.condition_number_correlation, "1.1875")
     w = lk.whitening_from_covariance(cov, 1e-6)
     assert_printed(w.condition_number, "669948")
-    close(w.ridge_added, [1e-6 * (3.5 + 3.5e6) / 2] * 2, 1e-15)  # "+1.75" (§8.5)
+    close(w.ridge_added, [1e-6 * (3.5 + 3.5e6) / 2] * 2, 1e-15)  # 1.75: the large column's variance decides the ridge
     assert w.ill_conditioned
     # the scale-free variant adds the ridge relative to each column's own variance
     wp = lk.whitening_from_covariance(cov, 1e-6, ridge_scale="per_column")
     close(wp.ridge_added, [3.5e-6, 3.5], 1e-12)
 
 
-def _appendix_a():
-    text = open("/work/shared/reference/linkage-semantics.md", encoding="utf-8").read()
-    app = text[text.index("## Appendix A"):]
-    blocks = app.split("```")[1::2]
-    parse = lambda b: np.array([[float(v) for v in ln.split(",")] for ln in b.strip().splitlines()])  # noqa: E731
-    return parse(blocks[0]), parse(blocks[1])
+def _seed_example() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, original, synthetic) of tests/data/linkage_seed_example.csv (see its README)."""
+    table = np.loadtxt(DATA / "linkage_seed_example.csv", delimiter=",", skiprows=1)
+    return table[:, 0].astype(np.int64), table[:, 1:3], table[:, 3:5]
 
 
-def test_appendix_a_seed_example():
-    raw, anon = _appendix_a()
-    assert raw.shape == anon.shape == (30, 3)
-    ids = raw[:, 0].astype(np.int64)
-    xr, xa = raw[:, 1:], anon[:, 1:]
+def test_reference_seed_example():
+    """The reference package's seed example (30 records, two columns, the synthetic side
+    rounded to one decimal): its condition number, pair scores and eccentricity."""
+    ids, xr, xa = _seed_example()
+    assert xr.shape == xa.shape == (30, 2)
     # moments merged from uneven partitions = the whole
     parts = [lk.Moments.from_array(xr[a:b]) for a, b in [(0, 7), (7, 8), (8, 8), (8, 30)]]
     mo = parts[0]
@@ -439,7 +456,7 @@ def test_appendix_a_seed_example():
     zr, za = w.transform(xr), w.transform(xa)
     d = oracle.pairwise_values(zr, za)
     assert d.sum() == pytest.approx(1550.5950645679532, rel=1e-13)
-    # independent R-style route (§7 "independent check"): quadratic form with the inverse
+    # an independent route, as R computes it: the quadratic form with the inverse
     s = np.cov(xr.T, ddof=1)
     s = s + 1e-6 * np.mean(np.diag(s)) * np.eye(2)
     sinv = np.linalg.inv(s)
@@ -493,11 +510,12 @@ def test_moments_and_sums_agree_with_numpy():
 
 
 # --------------------------------------------------------------------------
-# weighted method: F17, scaling, min/max helpers
+# weighted method: combination, scaling, min/max helpers
 # --------------------------------------------------------------------------
 
 
-def test_f17_weighted_combination():
+def test_weighted_combination():
+    """V = 10..50 and W = 1, 1, 2, 2, 3, synthetic = original: the range-normalised sum."""
     v = np.array([10, 20, 30, 40, 50], float)
     wv = np.array([1, 1, 2, 2, 3], float)
     x = np.column_stack([v, wv])
@@ -533,7 +551,7 @@ def test_weighted_scaling_matches_normalised_sum_with_offset():
     assert [lk.min_abs_diff_sorted(np.sort(raw[:, c]), np.sort(anon[:, c])) for c in range(3)] == lo.tolist()
     assert [lk.max_abs_diff(raw[:, c].min(), raw[:, c].max(), anon[:, c].min(), anon[:, c].max())
             for c in range(3)] == hi.tolist()
-    ref = (w * (absd - lo) / (hi - lo)).sum(axis=2)  # §3.5 range normalisation, §3.6 weighted sum
+    ref = (w * (absd - lo) / (hi - lo)).sum(axis=2)  # the reference's range normalisation, then its weighted sum
     mult, off = lk.weighted_scaling(lo, hi, w)
     got = oracle.pairwise_values(raw * mult, anon * mult, p=1, value_offset=off)
     close(got, ref, 1e-12)
@@ -562,7 +580,7 @@ def test_min_abs_diff_sorted_cases():
 
 
 # --------------------------------------------------------------------------
-# F19 / F20 blocking, coverage, top-k selection
+# blocking, coverage, top-k selection
 # --------------------------------------------------------------------------
 
 
@@ -583,7 +601,9 @@ def _blocked(raw_key, raw_v, anon_key, anon_v, raw_ids=None, anon_ids=None, max_
     return oracle.concat_block_results(out_kd), out_bf, np.concatenate(order)
 
 
-def test_f19_block_candidates_evaluation():
+def test_block_candidates_evaluation():
+    """Six records blocked by ZIP (A, A, B, B, C, C), scored by age: rates, coverage and
+    blocking recall; then synthetic ZIPs that lose true pairs, disjoint keys, no shared ids."""
     zip_ = ["A", "A", "B", "B", "C", "C"]
     age = [31, 42, 33, 44, 35, 46]
     kd, bf, _ = _blocked(zip_, age, zip_, age)
@@ -613,7 +633,9 @@ def test_f19_block_candidates_evaluation():
     assert summary_of(kd4).n_true_missing == 3
 
 
-def test_f20_uneven_blocks():
+def test_top_k_on_uneven_blocks():
+    """Blocks of 5, 3 and 2 originals, one synthetic record each: the random baseline,
+    lift, top-k (k beyond every block dropped) and eccentricity."""
     raw_key = ["A"] * 5 + ["B"] * 3 + ["C"] * 2
     raw_v = [0, 1, 2, 3, 4, 0, 1, 2, 0, 1]
     anon_ids = np.array([1, 6, 9])
