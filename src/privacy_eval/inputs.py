@@ -1,4 +1,5 @@
-"""Making the two tables comparable (reading one table: reading.py).
+"""Making the two tables comparable (reading one table: reading.py; one type per column
+on both sides: type_plan.py).
 
 Everything a metric may assume is established here, once: which columns are compared,
 that they have one type on both sides, that every row has a unique, non-null row key,
@@ -22,7 +23,7 @@ from pyspark.util import inheritable_thread_target
 from privacy_eval.alignment import AlignmentResult, alignment_check
 from privacy_eval.columns import INTERNAL_PREFIX, KEY
 from privacy_eval.config import POSITION_KEY
-from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced, spark_error_name
+from privacy_eval.errors import InputError, is_read_error, spark_error_logs_silenced
 from privacy_eval.frames import (
     collect_grouped_by_key,
     from_slice_sums,
@@ -31,7 +32,8 @@ from privacy_eval.frames import (
     qcol,
     stacked_sides,
 )
-from privacy_eval.reading import POSITION, SPARK_ERRORS
+from privacy_eval.reading import POSITION, SPARK_ERRORS, unreadable_table
+from privacy_eval.type_plan import TypePlan, plan_types, typed_holdout
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +136,7 @@ class EvaluationInputs:
         key = tuple(columns)
         if key not in self._holdouts:
             types = {c: self.original.schema[c].dataType for c in columns}
-            self._holdouts[key] = _typed_holdout(self.holdout, types, self.cast)
+            self._holdouts[key] = typed_holdout(self.holdout, types, self.cast)
         return self._holdouts[key]
 
     def unpersist(self) -> None:
@@ -173,7 +175,7 @@ def prepare_inputs(
     cast = cast or {}
     sides = {"original": original, "synthetic": synthetic}
     columns = _compared_columns(sides, row_key, exclude, categorical, cast)
-    plan = _plan_types(original, synthetic, row_key, columns, cast)
+    plan = plan_types(original, synthetic, row_key, columns, cast)
     numeric = frozenset(
         c for c in columns if isinstance(plan.types[c], T.NumericType) and c not in categorical
     )
@@ -269,7 +271,7 @@ def _compared_columns(
 
 def _input_passes(
     as_read: dict[str, DataFrame],
-    plan: _TypePlan,
+    plan: TypePlan,
     row_key: str,
     columns: tuple[str, ...],
     work: InputPassWork | None,
@@ -284,7 +286,7 @@ def _input_passes(
     profiles = _profiles(
         as_read, columns, key_name, {side: plan.checks(side) for side in as_read}, converted, side_aggregates
     )
-    plan.verify(profiles)
+    plan.verify({side: profile.checks for side, profile in profiles.items()})
     if by_position and profiles["original"].n != profiles["synthetic"].n:
         raise InputError(
             f"row_key '@position' pairs row i with row i, but the original has "
@@ -309,231 +311,6 @@ class _Profile:
     digest: str
     checks: dict[str, int]
     extra: dict[str, Any] | None = None  # the values of InputPassWork.side_aggregates
-
-
-@dataclass(frozen=True)
-class _TypePlan:
-    """One type for the key (KEY) and each compared column, and what the data must
-    confirm before the plan holds.
-
-    Two cases are left to the profile pass, so that they cost no pass of their own:
-    - text on one side only: CSV and JSON readers infer a column without any value as
-      string (every column of a header-only file, say), so a column entirely null on one
-      side takes the other side's type; text with values is the spec's type error;
-    - a configured cast: values that do not convert are counted and refused. A plain
-      (ANSI) cast would fail inside Spark with a message quoting the value.
-    """
-
-    row_key: str
-    types: dict[str, T.DataType]
-    raw_types: dict[str, tuple[T.DataType, T.DataType]]  # (original, synthetic) as read
-    configured: frozenset[str]
-    must_be_null: dict[str, str]  # column -> the side whose text column must be all null
-
-    def converted(self, name: str, side: str) -> Column:
-        target = self.types[name]
-        if self.must_be_null.get(name) == side:
-            return F.lit(None).cast(target).alias(name)  # verified: no value to convert
-        if name in self.configured:
-            return qcol(name).try_cast(target).alias(name)  # verified: nothing turns null
-        return qcol(name).cast(target).alias(name)  # between numbers of different kinds
-
-    def checks(self, side: str) -> dict[str, Column]:
-        """Conditions on the rows of `side` as read, by label; the profile pass counts
-        the rows meeting each."""
-        out = {}
-        for name, null_side in self.must_be_null.items():
-            if null_side == side:
-                out[f"values:{name}"] = qcol(name).isNotNull()
-        for name in self.configured:
-            raw = qcol(name)
-            out[f"unconverted:{name}"] = raw.isNotNull() & raw.try_cast(self.types[name]).isNull()
-        return out
-
-    def verify(self, profiles: dict[str, _Profile]) -> None:
-        for name, side in self.must_be_null.items():
-            if profiles[side].checks[f"values:{name}"]:
-                raise self.mismatch(name)
-        for name in sorted(self.configured):
-            for side, profile in profiles.items():
-                failed = profile.checks[f"unconverted:{name}"]
-                if failed:
-                    raise InputError(
-                        f"cast: {failed} value(s) of column '{name}' in the {side} table cannot be "
-                        f"cast to {self.types[name].simpleString()}"
-                    )
-
-    def mismatch(self, name: str) -> InputError:
-        a, b = (t.simpleString() for t in self.raw_types[name])
-        if name == KEY:
-            return InputError(
-                f"row_key '{self.row_key}' is {a} in the original and {b} in the synthetic "
-                "table; the keys must have one type"
-            )
-        return InputError(
-            f"column '{name}' is {a} in the original and {b} in the synthetic table; "
-            f"add `cast: {{{name}: <type>}}` to the configuration to compare it"
-        )
-
-
-def _typed_holdout(
-    holdout: DataFrame, types: dict[str, T.DataType], configured: frozenset[str]
-) -> tuple[DataFrame, int]:
-    """`EvaluationInputs.typed_holdout`: the columns of `types` converted to them, checked
-    in one pass that also counts the rows."""
-    fields = {f.name: f.dataType for f in holdout.schema.fields}
-    converted, checks = [], {}
-    for name, target in types.items():
-        if name not in fields:
-            raise InputError(f"holdout: column '{name}' (compared by metrics.distance) is missing from the holdout table")
-        kind, raw = fields[name], qcol(name)
-        if name in configured:
-            _check_castable(holdout, name, target, "holdout")
-            converted.append(raw.try_cast(target).alias(name))
-            checks[name] = raw.isNotNull() & raw.try_cast(target).isNull()
-        elif kind == target or isinstance(kind, T.NullType):
-            converted.append(raw.cast(target).alias(name))
-        elif isinstance(kind, T.StringType):  # no value (a column CSV found empty), or the spec's type error
-            converted.append(F.lit(None).cast(target).alias(name))
-            checks[name] = raw.isNotNull()
-        elif isinstance(kind, T.NumericType) and isinstance(target, T.NumericType):
-            converted.append(raw.try_cast(target).alias(name))
-            if _common_type(kind, target) != target:  # narrower: every value must convert unchanged
-                back = raw.try_cast(target)
-                checks[name] = raw.isNotNull() & (back.isNull() | (back.cast(kind) != raw))
-        elif _common_type(kind, target) == target:
-            converted.append(raw.cast(target).alias(name))
-        else:
-            raise _holdout_mismatch(name, kind, target)
-    labels = list(checks)
-    counts = holdout.agg(
-        F.count(F.lit(1)).alias("n"), *(F.count(F.when(checks[c], 1)).alias(f"c{i}") for i, c in enumerate(labels))
-    )
-    try:
-        with spark_error_logs_silenced():
-            row = counts.collect()[0]
-    except SPARK_ERRORS as exc:
-        if is_read_error(exc):
-            raise _unreadable("holdout", exc) from None
-        raise
-    for i, name in enumerate(labels):
-        failed = int(row[f"c{i}"])
-        if not failed:
-            continue
-        if name in configured:
-            raise InputError(
-                f"cast: {failed} value(s) of column '{name}' in the holdout table cannot be cast to "
-                f"{types[name].simpleString()}"
-            )
-        if isinstance(fields[name], T.StringType):
-            raise _holdout_mismatch(name, fields[name], types[name])
-        raise InputError(
-            f"holdout: {failed} value(s) of column '{name}' would change if converted from "
-            f"{fields[name].simpleString()} (in the holdout table) to {types[name].simpleString()} (in the original "
-            f"and synthetic tables); add `cast: {{{name}: {fields[name].simpleString()}}}` to the configuration to "
-            "compare it"
-        )
-    return holdout.select(*converted), int(row["n"])
-
-
-def _holdout_mismatch(name: str, kind: T.DataType, target: T.DataType) -> InputError:
-    return InputError(
-        f"holdout: column '{name}' is {kind.simpleString()} in the holdout table but {target.simpleString()} in the "
-        f"original and synthetic tables; add `cast: {{{name}: <type>}}` to the configuration to compare it"
-    )
-
-
-def _plan_types(
-    original: DataFrame, synthetic: DataFrame, row_key: str, columns: Sequence[str], cast: dict[str, str]
-) -> _TypePlan:
-    plan = _TypePlan(row_key, {}, {}, frozenset(cast), {})
-    for name in (KEY, *columns):
-        source = row_key if name == KEY else name
-        a, b = original.schema[source].dataType, synthetic.schema[source].dataType
-        plan.raw_types[name] = (a, b)
-        for side, kind in (("original", a), ("synthetic", b)):
-            if _holds_map(kind):
-                raise _not_comparable(name, source, side, kind)
-        if name in cast:
-            plan.types[name] = _configured_type(original, synthetic, name, cast[name])
-            continue
-        common = _common_type(a, b)
-        if common is None and isinstance(a, T.StringType) != isinstance(b, T.StringType):
-            text_side = "original" if isinstance(a, T.StringType) else "synthetic"
-            common = b if text_side == "original" else a
-            plan.must_be_null[name] = text_side
-        if common is None:
-            raise plan.mismatch(name)
-        plan.types[name] = common
-    return plan
-
-
-# Types Spark neither hashes nor groups by (two equal maps need not even compare equal):
-# a column holding one anywhere cannot be compared.
-_UNCOMPARABLE = tuple(t for t in (T.MapType, getattr(T, "VariantType", None)) if t is not None)
-
-
-def _holds_map(kind: T.DataType) -> bool:
-    """Whether a type is or contains a map (or a variant): see _UNCOMPARABLE."""
-    if isinstance(kind, _UNCOMPARABLE):
-        return True
-    if isinstance(kind, T.ArrayType):
-        return _holds_map(kind.elementType)
-    if isinstance(kind, T.StructType):
-        return any(_holds_map(f.dataType) for f in kind.fields)
-    return False
-
-
-def _not_comparable(name: str, source: str, side: str, kind: T.DataType) -> InputError:
-    if name == KEY:
-        return InputError(
-            f"row_key '{source}' is {kind.simpleString()} in the {side} table; a row key cannot hold "
-            "a map; name another key column"
-        )
-    return InputError(
-        f"column '{source}' is {kind.simpleString()} in the {side} table, which this tool cannot "
-        f"compare (Spark can neither hash nor group maps and variants); list it under 'exclude' to leave it out"
-    )
-
-
-def _configured_type(original: DataFrame, synthetic: DataFrame, name: str, type_name: str) -> T.DataType:
-    """The Spark type of `cast: {name: type_name}`, checked to be reachable from both sides."""
-    try:
-        with spark_error_logs_silenced():
-            target = T.DataType.fromDDL(type_name)
-    except (*SPARK_ERRORS, ValueError):
-        raise InputError(f"cast: '{type_name}' for column '{name}' is not a Spark type") from None
-    for side, frame in (("original", original), ("synthetic", synthetic)):
-        _check_castable(frame, name, target, side)
-    return target
-
-
-def _check_castable(frame: DataFrame, name: str, target: T.DataType, side: str) -> None:
-    """Refuse a configured cast Spark cannot make from the column's type at all."""
-    try:
-        with spark_error_logs_silenced():
-            frame.select(qcol(name).try_cast(target))  # analysed now, nothing runs
-    except SPARK_ERRORS:
-        source = frame.schema[name].dataType.simpleString()
-        raise InputError(
-            f"cast: column '{name}' is {source} in the {side} table and cannot be cast to {target.simpleString()}"
-        ) from None
-
-
-def _common_type(a: T.DataType, b: T.DataType) -> T.DataType | None:
-    if a == b:
-        return a
-    if isinstance(a, T.NumericType) and isinstance(b, T.NumericType):
-        # int 5 must equal double 5.0: compare numbers of different kinds as doubles.
-        integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-        if isinstance(a, integral) and isinstance(b, integral):
-            return T.LongType()
-        return T.DoubleType()
-    if isinstance(a, T.NullType):
-        return b
-    if isinstance(b, T.NullType):
-        return a
-    return None
 
 
 def _profiles(
@@ -603,7 +380,7 @@ def _profiles(
     for side, outcome in zip(parts, outcomes):
         if isinstance(outcome, BaseException):
             if isinstance(outcome, SPARK_ERRORS) and is_read_error(outcome):
-                raise _unreadable(side, outcome) from None
+                raise unreadable_table(side, outcome) from None
             raise outcome
         row.update(outcome[0].asDict())
     profiles = {}
@@ -630,13 +407,6 @@ def _collect_at_once(frames: Sequence[DataFrame]) -> list[list[Row] | BaseExcept
     with ThreadPoolExecutor(max_workers=len(frames), thread_name_prefix="privacy-eval-collect") as pool:
         futures = [pool.submit(target, frame) for frame in frames]
     return [future.exception() or future.result() for future in futures]
-
-
-def _unreadable(side: str, exc: BaseException) -> InputError:
-    return InputError(
-        f"the {side} table cannot be read to its end ({spark_error_name(exc)}); check the "
-        f"file and '{side}.options'"
-    )
 
 
 def _check_unique_keys(

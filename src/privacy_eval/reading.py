@@ -369,3 +369,11 @@ def _with_position(frame: DataFrame) -> DataFrame:
         .withColumn(POSITION, F.col(_ROW_ID) + F.col("shift"))
         .drop(_FILE, _START, _ROW_ID, "shift")
     )
+
+
+def unreadable_table(side: str, exc: BaseException) -> InputError:
+    """The error for a table a pass could not read to its end (the reason named, never quoted)."""
+    return InputError(
+        f"the {side} table cannot be read to its end ({spark_error_name(exc)}); check the "
+        f"file and '{side}.options'"
+    )
