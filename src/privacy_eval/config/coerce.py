@@ -30,7 +30,7 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def choices(cls: type, name: str) -> tuple[Any, ...]:
+def literal_choices(cls: type, name: str) -> tuple[Any, ...]:
     """The values a Literal field (or a list of them) allows."""
     tp = typing.get_type_hints(cls)[name]
     if typing.get_origin(tp) is list:

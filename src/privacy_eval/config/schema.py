@@ -19,7 +19,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from privacy_eval.config.coerce import LONG_MAX, check_choice, check_number, choices, fail_unless, is_number, optional_member, shown
+from privacy_eval.config.coerce import (
+    LONG_MAX,
+    check_choice,
+    check_number,
+    fail_unless,
+    is_number,
+    literal_choices,
+    optional_member,
+    shown,
+)
 
 POSITION_KEY = "@position"
 DEFAULT_TOLERANCE = 1.4901161193847656e-08  # sqrt(double eps), as the reference package
@@ -103,8 +112,8 @@ class LinkageConfig:
         # has checked them for a YAML file, with these same words), so that the attack
         # can take them as given.
         for i, method in enumerate(self.methods or ()):
-            check_choice(f"{key}methods[{i}]", method, choices(LinkageConfig, "methods"))
-        check_choice(key + "cov_from", self.cov_from, choices(LinkageConfig, "cov_from"))
+            check_choice(f"{key}methods[{i}]", method, literal_choices(LinkageConfig, "methods"))
+        check_choice(key + "cov_from", self.cov_from, literal_choices(LinkageConfig, "cov_from"))
         check_number(key + "ridge", self.ridge)
         fail_unless(0 <= self.ridge < float("inf"), key + "ridge", "must not be negative, and must be finite")
         check_number(key + "tolerance", self.tolerance)

@@ -74,7 +74,7 @@ class Shared:
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric's contract (see the module docstring)."""
+    """One metric's contract (the package's docstring, privacy_eval.metrics, says what each part is)."""
 
     key: str        # its key under `metrics:` = its field of MetricsConfig
     phase: str      # the name of its computation in the progress log
