@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privacy_eval.distance import kernel
 from privacy_eval.distance.kernel import ROUTE_SLACK, cells_within, kd_planes
 
 
@@ -73,8 +74,10 @@ def test_coinciding_points_make_one_cell_and_empty_ones():
     assert kd_planes(np.zeros((0, 2)), 2)[1][1:].tolist() == [np.inf] * 3  # no points at all
 
 
-@pytest.mark.parametrize("depth", [0, 1, 3, 6])
-def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth):
+@pytest.mark.parametrize("batch", [16_384, 7])  # 7: every level's candidates in many steps
+@pytest.mark.parametrize("depth", [0, 1, 3, 6, 8])
+def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch, monkeypatch):
+    monkeypatch.setattr(kernel, "_ROUTE_BATCH", batch)
     rng = np.random.default_rng(depth)
     points = rng.integers(0, 6, size=(400, 3)).astype(float)  # a lattice: queries on planes, boxes touching
     dims, splits = kd_planes(points[::3], depth)  # planes from a sample, as the job draws them
@@ -84,6 +87,7 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth):
     bound = np.concatenate([rng.choice([0.0, 1.0, np.sqrt(2.0), 2.5], 100), np.full(20, np.inf)])
     query, cell = cells_within(queries, bound, lo, hi, counts, depth)
     got = set(zip(query.tolist(), cell.tolist()))
+    assert len(got) == len(query) and (np.diff(query) >= 0).all()  # no pair twice, in query order
     leaf = 2**depth + np.arange(2**depth)
     gap = np.maximum(np.maximum(lo[leaf][None] - queries[:, None], queries[:, None] - hi[leaf][None]), 0.0)
     distance = np.sqrt((gap**2).sum(axis=2))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from privacy_eval.distance import kernel
-from privacy_eval.distance.kernel import TIE, cloaking_in_chunk
+from privacy_eval.distance.kernel import TIE, cloaking_in_cell
 
 
 def brute(index: np.ndarray, queries: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +35,7 @@ def test_counts_are_exact_up_to_the_limit_and_exact_when_nothing_is_closer(limit
     queries[:20] = index[0]
     own = index[rng.integers(0, len(index), len(queries))]
     r = np.sqrt(((queries - own) ** 2).sum(axis=1))
-    closer, either = cloaking_in_chunk(index, queries, r, limit)
+    closer, either = cloaking_in_cell(index, queries, r, limit)
     want_closer, want_either = brute(index, queries, r)
     assert (closer == want_closer).all()
     assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
@@ -51,7 +51,7 @@ def test_continuous_data_with_balls_of_every_size(ball_factor, monkeypatch):
     queries = rng.normal(size=(400, 4))
     r = rng.uniform(0.05, 2.5, len(queries))  # from empty balls to a third of the index
     limit = 200
-    closer, either = cloaking_in_chunk(index, queries, r, limit)
+    closer, either = cloaking_in_cell(index, queries, r, limit)
     want_closer, want_either = brute(index, queries, r)
     assert (closer == want_closer).all()
     assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
@@ -59,7 +59,7 @@ def test_continuous_data_with_balls_of_every_size(ball_factor, monkeypatch):
 
 
 def test_empty_sides():
-    closer, either = cloaking_in_chunk(np.zeros((0, 2)), np.ones((3, 2)), np.ones(3), 10)
+    closer, either = cloaking_in_cell(np.zeros((0, 2)), np.ones((3, 2)), np.ones(3), 10)
     assert not closer.any() and (either == 0).all()
 
 

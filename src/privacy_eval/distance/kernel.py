@@ -104,7 +104,7 @@ def nearest(index: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def cloaking_in_chunk(
+def cloaking_in_cell(
     index: np.ndarray, queries: np.ndarray, r: np.ndarray, limit: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per query q with radius r_q, against the index points: (whether one is closer than
@@ -228,7 +228,9 @@ def cells_within(
     `counts` describe every node of the heap (leaves at 2^depth + cell); a node's box
     holds its children's, so the descent drops a subtree as soon as its box is too far.
     It goes down up to _JUMP levels at a time, all of a node's descendants there at once
-    (one array operation instead of _JUMP)."""
+    (one array operation instead of _JUMP), for _ROUTE_BATCH (point, node) candidates at
+    a time: a step's arrays hold candidates x 2^_JUMP boxes, so its memory stays bounded
+    however many points there are."""
     limit = bound * (1.0 + ROUTE_SLACK)
     query = np.arange(len(points))
     node = np.ones(len(points), dtype=np.int64)
@@ -236,16 +238,32 @@ def cells_within(
     query, node, level = query[keep], node[keep], 0
     while level < depth:
         jump = min(_JUMP, depth - level)
-        below = node[:, None] * 2**jump + np.arange(2**jump)[None, :]  # candidates x 2^jump
-        # From the root, every candidate has the same descendants: their boxes broadcast.
-        boxes = below[:1] if level == 0 else below
-        near = box_distances(points[query][:, None, :], lo[boxes], hi[boxes]) <= limit[query][:, None]
-        keep = near & (counts[below] > 0)
-        query, node, level = np.broadcast_to(query[:, None], below.shape)[keep], below[keep], level + jump
+        steps = [
+            _descended(points, limit, query[s : s + _ROUTE_BATCH], node[s : s + _ROUTE_BATCH], jump, lo, hi, counts)
+            for s in range(0, len(query), _ROUTE_BATCH)
+        ]
+        query = np.concatenate([q for q, _ in steps]) if steps else query
+        node = np.concatenate([n for _, n in steps]) if steps else node
+        level += jump
     return query, node - 2**depth
 
 
 _JUMP = 6
+# 16,384 candidates x 64 boxes x 8 bytes: 8 MB per cut coordinate for each array of a step.
+_ROUTE_BATCH = 16_384
+
+
+def _descended(
+    points: np.ndarray, limit: np.ndarray, query: np.ndarray, node: np.ndarray, jump: int,
+    lo: np.ndarray, hi: np.ndarray, counts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (query, node) candidates `jump` levels below the given ones, in the same order."""
+    below = node[:, None] * 2**jump + np.arange(2**jump)[None, :]  # candidates x 2^jump
+    # Below the root, every candidate has the same descendants: their boxes broadcast.
+    boxes = below[:1] if (node == 1).all() else below
+    near = box_distances(points[query][:, None, :], lo[boxes], hi[boxes]) <= limit[query][:, None]
+    keep = near & (counts[below] > 0)
+    return np.broadcast_to(query[:, None], below.shape)[keep], below[keep]
 
 
 def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

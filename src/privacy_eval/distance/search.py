@@ -38,7 +38,7 @@ from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
     as_matrix,
     cells_within,
-    cloaking_in_chunk,
+    cloaking_in_cell,
     kd_planes,
     nearest,
     tie_tolerance,
@@ -232,7 +232,7 @@ def cloaking_counts(
 
     def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         # cap + 1 others, and the own record: a count past the cap is told from one at it.
-        closer, either = cloaking_in_chunk(
+        closer, either = cloaking_in_cell(
             as_matrix(idx, names), as_matrix(qry, names), qry[RADIUS].to_numpy(dtype=float), cap + 2
         )
         own = qry[OWN].to_numpy() == qry[CELL].to_numpy()
