@@ -34,7 +34,7 @@ from tests.support.doc_commands import COMMANDS_DOC, ROOT, run_block, run_group
 from tests.support.expected import check_run, expected_wbcd
 from tests.support.jobrun import C1_ONLY
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dist")]  # ROOT/dist: see test_readme_commands
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dist")]  # ROOT/dist: see test_documented_commands
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"

@@ -5,7 +5,7 @@ mode FAILFAST makes Spark log the exception, whose message quotes the record
 reasons; privacy_eval.session hands it to the JVMs it launches, conf/spark/*.conf to
 spark-submit's. Checked on every route the job runs by: in-process on the tests'
 session, plain `python jobs/evaluate_privacy.py`, and spark-submit as scripts/example
-and the README submit it.
+and docs/operations.md submit it.
 
 Each check also finds Spark's "Lost task" line (redacted) in what it read: the Spark
 log really was part of the text searched, and the line that says which task failed
@@ -80,7 +80,7 @@ def test_plain_python(job_args):
 
 def test_spark_submit(job_args, monkeypatch):
     """spark-submit with conf/spark/local.conf, from the project folder, as scripts/example
-    and the README's local submission run it (the JVM runs before the job's Python)."""
+    and the local submission of docs/operations.md run it (the JVM runs before the job's Python)."""
     monkeypatch.chdir(ROOT)
     code, output = submit(job_args, spark_options=["--properties-file", "conf/spark/local.conf"])
     check(code, output)

@@ -8,8 +8,8 @@ A block is marked for a test by an HTML comment on the line before its fence:
     ```
 
 The markdown renders the comment invisibly, so readers see a plain command while the
-suite keeps it honest. The marked blocks are in README.md (COMMANDS_DOC); every
-function takes the markdown path, so that they can live in any document.
+suite keeps it honest. The marked blocks are in docs/operations.md (COMMANDS_DOC);
+every function takes the markdown path, so that they can live in any document.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tests.support.paths import ROOT
 
-COMMANDS_DOC = ROOT / "README.md"
+COMMANDS_DOC = ROOT / "docs" / "operations.md"
 
 _MARKER = re.compile(r"<!--\s*run-by-test:\s*(?P<name>[\w.-]+)\s*-->")
 _BLOCK = re.compile(r"\s*```bash\n(?P<body>.*?)\n```", re.DOTALL)

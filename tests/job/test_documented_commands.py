@@ -1,4 +1,4 @@
-"""The documented commands, run exactly as written (see tests/support/doc_commands.py).
+"""The commands of docs/operations.md, run exactly as written (see tests/support/doc_commands.py).
 
 `package` and `local-submit` run here; `standalone-submit` needs a cluster and runs in
 tests/job/test_cluster.py, which starts one.
