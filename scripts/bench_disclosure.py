@@ -8,7 +8,7 @@ for the cell counts). In one warm session, timed in turn:
   - Spark: privacy_eval.evaluation.evaluate with `metrics.disclosure` alone (read, input
     checks, one grouped pass for the three targets, the checks);
   - DuckDB: the same cells and sums in SQL over the same files, one query per target;
-  - Spark again with age grouped into 12 and income into 10 quantile groups (exact
+  - Spark again with score grouped into 20 and income into 10 quantile groups (exact
     breaks): what the grouping costs (DuckDB has no R-exact breaks to compare with).
 Every count must agree (DCAP's sums of fractions to 1e-9); the script fails otherwise.
 """
