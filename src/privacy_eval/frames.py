@@ -32,7 +32,7 @@ _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # 2.5e6 rows of six columns fit a task's share of a 4g local driver.
 CELLS_PER_TASK = 15_000_000
 # cached_row_occurrences counts rows by their digests from this width and size on
-# (docs/benchmarks.md); below them whole rows are grouped.
+# (docs/benchmarks.md, "Wide rows"); below them whole rows are grouped.
 DIGEST_MIN_COLUMNS = 24
 DIGEST_MIN_ROWS = 2_000_000
 # Undecided digests up to this many are broadcast to the rows that carry them.
@@ -183,7 +183,8 @@ def occurrence_counts(original: DataFrame, synthetic: DataFrame, columns: Sequen
 
     One aggregation over both tables stacked answers "occurs once in the original",
     "reproduced in the synthetic table" and "unique in the synthetic table" together:
-    faster than a groupBy followed by a null-safe semi-join (docs/benchmarks.md).
+    faster than a groupBy followed by a null-safe semi-join (docs/benchmarks.md, "Where the
+    time goes").
     Grouping keeps null as a key of its own, unlike pandas' default, so rows that differ
     only by missing values are told apart, never dropped.
     """
@@ -215,7 +216,7 @@ def cached_row_occurrences(
 
     Whole rows are nearly all distinct, so partial aggregation before the shuffle only
     builds a hash map of every row and spills it: skipping it makes the fill and count of
-    the cached aggregate faster (docs/benchmarks.md).
+    the cached aggregate faster (docs/benchmarks.md, "Where the time goes").
     Each task then holds a hash map of every row it receives: sized by
     :func:`whole_row_shuffles`. A cached query is planned when it is defined, so both
     settings hold for this call only.
@@ -231,9 +232,10 @@ def cached_row_occurrences(
 def digests_pay(original: DataFrame, synthetic: DataFrame, columns: Sequence[str], n_rows: int) -> bool:
     """Whether :func:`digested_occurrences` should count these rows: wide and many
     (below that a digest is hardly narrower than the row, and its second pass costs more
-    than it saves; docs/benchmarks.md), of one type per column on both sides (a digest is
-    taken before the two tables are stacked, so 1 and 1.0 would hash apart), and of types
-    whose equal values Spark hashes alike (atomic types; strings compared byte for byte)."""
+    than it saves; docs/benchmarks.md, "Wide rows"), of one type per column on both sides
+    (a digest is taken before the two tables are stacked, so 1 and 1.0 would hash apart),
+    and of types whose equal values Spark hashes alike (atomic types; strings compared
+    byte for byte)."""
     if len(columns) < DIGEST_MIN_COLUMNS or n_rows < DIGEST_MIN_ROWS:
         return False
     kinds = [original.schema[c].dataType for c in columns]
@@ -249,7 +251,7 @@ def row_digest(columns: Sequence[Column]) -> Column:
     do. Nulls are skipped, so rows that differ only in which columns are null may share a
     digest: :func:`digested_occurrences` settles them like any collision. Null flags
     would avoid that, but hashing them costs several times the hashing of the values
-    (docs/benchmarks.md)."""
+    (docs/benchmarks.md, "Wide rows")."""
     return F.xxhash64(*columns)
 
 
@@ -265,7 +267,7 @@ def digested_occurrences(
     else collides. A digest of two or more rows (duplicates, rows found on both sides, and
     any collision of different rows) is undecided: its rows are found again and grouped
     on their real values, so a collision costs time, never a wrong count. On wide rows
-    this is faster than grouping whole rows, the more so the wider (docs/benchmarks.md;
+    this is faster than grouping whole rows (docs/benchmarks.md, "Wide rows";
     :func:`digests_pay` decides). Both tables must hold one type per column.
     """
     spark = original.sparkSession
@@ -323,7 +325,7 @@ def whole_row_shuffles(spark: SparkSession, n_rows: int, n_columns: int) -> Iter
     A task that aggregates or sorts whole rows holds all it receives: with conf/spark/
     local.conf's 8 tasks, at the largest sizes each spilled to disk. One task per
     CELLS_PER_TASK cells makes the occurrence aggregation and CDMP's join markedly faster
-    there (docs/benchmarks.md) and changes nothing at smaller sizes.
+    there (docs/benchmarks.md, "Where the time goes") and changes nothing at smaller sizes.
     """
     tasks = max(shuffle_partitions(spark), math.ceil(n_rows * n_columns / CELLS_PER_TASK))
     with _session_setting(spark, _SHUFFLE_PARTITIONS, str(tasks)):
@@ -421,7 +423,7 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: T.StructType
 
     `spark.createDataFrame(rows, schema)` makes them a Python RDD, which a Python worker
     must unpickle when the frame is first used, which made the job's first results write
-    markedly slower (docs/benchmarks.md).
+    markedly slower (docs/benchmarks.md, "Small evaluations: WBCD as whole processes").
     Timestamps are instants: naive ones are read in local time, as `createDataFrame` does.
     """
     import pyarrow as pa  # here: configuration errors answer without importing it

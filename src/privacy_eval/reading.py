@@ -39,7 +39,7 @@ _GLOB_CHARACTERS = re.compile(r"([\\\[\]{}*?])")
 
 #: File formats read again by each pass instead of cached. Their columnar scan costs
 #: what a scan of Spark's in-memory cache does, while filling the cache costs several
-#: scans (docs/benchmarks.md).
+#: scans (docs/benchmarks.md, "Where the time goes").
 REREAD_FORMATS = frozenset({"parquet", "orc"})
 
 

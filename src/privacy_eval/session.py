@@ -14,12 +14,11 @@ from pyspark.sql import SparkSession
 # Defaults that spark-submit --conf or conf/spark/*.conf may override. The console
 # progress bar garbles the job's own log; phases are logged instead. PySpark's DataFrame
 # debugging records the Python call site of every DataFrame and Column function, at the
-# cost of about four extra py4j round trips each: Spark's own error messages lose that
+# cost of extra py4j round trips each: Spark's own error messages lose that
 # call site, the job's own messages say what to fix anyway. An Arrow batch for Python is
 # cut at maxRecordsPerBatch rows or at maxBytesPerBatch bytes; checking the bytes
-# re-measures the batch after every row (Spark skips the check only for Int.MaxValue),
-# which was most of the JVM time that sending the linkage's scoring input to Python
-# cost (docs/benchmarks.md). The row cap alone bounds the batches:
+# re-measures the batch after every row (Spark skips the check only for Int.MaxValue;
+# docs/benchmarks.md, "Linkage attack"). The row cap alone bounds the batches:
 # 10,000 (the default) rows of a few numbers and a key. Spark cuts every list of a
 # plan's string form (columns, aggregate functions) after maxToStringFields entries, 25
 # by default, and warns the first time ("Truncated the string representation of a
@@ -55,7 +54,7 @@ DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 DRIVER_EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # In local mode the driver JVM runs the tasks too. The throughput collector suits a batch
 # job's short-lived buffers better than the default G1: the linkage benchmark ran
-# faster with it (docs/benchmarks.md). On a cluster the
+# faster with it (docs/benchmarks.md, "Linkage attack"). On a cluster the
 # executors' JVM options are the cluster's business (conf/spark/cluster.conf).
 LOCAL_GC_OPTION = "-XX:+UseParallelGC"
 # The JVM refuses to start when two collectors are named ("Multiple garbage collectors

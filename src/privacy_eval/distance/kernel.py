@@ -153,8 +153,8 @@ def tie_tolerance(r: np.ndarray) -> np.ndarray:
 
 
 _FIRST_K = 16
-# A ball count is about 2.4x cheaper per point than a k-nearest query is per neighbour
-# (measured: 1e7 and 2e6 records of 5 coordinates, docs/benchmarks.md).
+# A ball count is cheaper per point than a k-nearest query is per neighbour
+# (docs/operations.md, "Local cloaking: a count that stops at the cap").
 BALL_FACTOR = 4
 _QUERY_BATCH = 4096
 

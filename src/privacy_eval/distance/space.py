@@ -1,5 +1,5 @@
 """The space of the distance metrics: a FAMD of the original, fitted exactly (docs/metrics.md,
-"Distance-based metrics: the space").
+"Distance-based metrics", "The space").
 
 Fitting takes two passes over the original: one aggregation for the numeric columns'
 means and population sds and the categorical columns' modality counts, and one

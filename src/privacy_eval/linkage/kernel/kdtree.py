@@ -311,7 +311,7 @@ def _best_group_1d(
     ``bound``, the next value on either side beyond them. The best group is settled
     when a gap follows it below the bound, or when nothing from the bound up could join
     it; otherwise k grows 4x, up to every original. Cheaper than a kd-tree built per
-    block and column (docs/benchmarks.md).
+    block and column (docs/benchmarks.md, "Linkage attack").
     """
     n_u, m = u.size, y.size
     top = np.empty(m)
