@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from measure import PeakMemory, cpu_seconds, machine, timed
+from measure import CpuTime, PeakMemory, machine, timed
 
 NUMERIC = ["x1", "x2", "x3", "x4"]
 CATEGORICAL = ["group"]
@@ -130,13 +130,14 @@ def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: in
 
     started = time.perf_counter()
     inputs = _inputs(spark, original_path, synthetic_path)
-    metrics_started, cpu_started = time.perf_counter(), cpu_seconds()
+    metrics_started = time.perf_counter()
     try:
-        r = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, CHOSEN,
-                             components=COMPONENTS, cap=CAP, cell_records=cell_records or CELL_RECORDS)
+        with CpuTime() as cpu_time:
+            r = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, CHOSEN,
+                                 components=COMPONENTS, cap=CAP, cell_records=cell_records or CELL_RECORDS)
     finally:
         inputs.unpersist()
-    ended, cpu = time.perf_counter(), cpu_seconds() - cpu_started
+    ended, cpu = time.perf_counter(), cpu_time.seconds
     cl, near = r.cloaking, r.closest
     figures = {
         "width": r.space.width, "components": r.space.components, "variance_kept": r.space.variance_kept,

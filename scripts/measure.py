@@ -76,13 +76,45 @@ def descendants(me: int | None = None) -> dict[int, tuple[str, list[str]]]:
     return mine
 
 
-def cpu_seconds() -> float:
-    """CPU time used so far by this process and its descendants, live or reaped (a
-    reaped process's time is in its parent's): a cost that other load on the machine
-    inflates far less than wall time."""
-    ticks = os.sysconf("SC_CLK_TCK")
+class CpuTime:
+    """CPU time of this process and its descendants while the block runs (`.seconds`),
+    a cost that other load on the machine inflates far less than wall time. Read from
+    /proc every 0.2 s, each process's last reading kept: the pyspark daemon ignores
+    SIGCHLD, so a Python worker that exits is reaped by the kernel and its CPU time
+    reaches no parent's count (reading the tree once at each end loses it)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuTime:
+        self._own = _own_cpu()
+        self._first = _tree_cpu()
+        self._last = dict(self._first)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._last.update(_tree_cpu())
+        trees = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items())
+        self.seconds = trees + _own_cpu() - self._own
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._last.update(_tree_cpu())
+
+
+def _own_cpu() -> float:
     own = os.times()
-    total = own.user + own.system + own.children_user + own.children_system
-    for _, fields in descendants().values():  # utime, stime, cutime, cstime
-        total += sum(int(v) for v in fields[11:15]) / ticks
-    return total
+    return own.user + own.system + own.children_user + own.children_system
+
+
+def _tree_cpu() -> dict[int, float]:
+    """pid -> CPU seconds (its own and its waited-for children's) of every descendant."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {pid: sum(int(v) for v in fields[11:15]) / ticks for pid, (_, fields) in descendants().items()}

@@ -227,8 +227,11 @@ def cloaking_counts(
     the coordinates; `queries` (at most `n_queries` records) ID, RADIUS, OWN (the cell
     of its own synthetic record) and the coordinates. The own record is tied with the
     radius by construction (RADIUS is its distance), so its cell counts one fewer.
-    `others` is exact up to `cap` and at least `cap` + 1 above it, and exact whenever
-    `hidden` is false."""
+    min(`others`, `cap`) is exact, and `others` itself whenever `hidden` is false.
+
+    In cells, a first pass counts in each query's home cell; a query that cell settles
+    (see `first_count`) is not sent further, so a record whose ball holds many records
+    pays for them in one cell, not in every cell its ball reaches."""
 
     def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         # cap + 1 others, and the own record: a count past the cap is told from one at it.
@@ -240,34 +243,57 @@ def cloaking_counts(
             raise RuntimeError("distance: a record's own synthetic record was not found at its own distance")
         return pd.DataFrame({ID: qry[ID].to_numpy(), "hidden": closer, "others": either - own})
 
-    def route(batch: pd.DataFrame) -> pd.DataFrame:
-        """Every cell within the ball, and the own cell always: its record lies on the
-        ball's boundary, which rounding must not lose."""
-        points = as_matrix(batch, names)
-        r = batch[RADIUS].to_numpy(dtype=float)
-        radii = r + tie_tolerance(r)  # the kernel's ball, to the bit
-        query, cell = cells.within(points, radii)
-        own = batch[OWN].to_numpy()
-        missing = np.setdiff1d(np.arange(len(batch)), query[cell == own[query]])
-        query, cell = np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
-        carried = {c: batch[c].to_numpy()[query] for c in (ID, RADIUS, OWN)}
-        coordinates = {c: points[query, j] for j, c in enumerate(names)}
-        return pd.DataFrame({**carried, **coordinates, CELL: cell.astype(np.int32)})
+    def first_count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+        """The counts in the query's home cell (the one the planes place it in): final
+        (CELL = DONE) when that cell alone settles both figures — a record closer than the
+        radius, and at least `cap` others, so that LC_i is the cap whatever the other
+        cells hold — or when no other cell is within the ball; otherwise (MERGE) to be
+        added to the counts of every other cell within the ball, to which the query is
+        routed (rows with CELL >= 0), and always to its own record's cell."""
+        found = count(idx, qry)
+        hidden, others = found["hidden"].to_numpy(), found["others"].to_numpy()
+        points, home = as_matrix(qry, names), qry[CELL].to_numpy()
+        open_ = np.flatnonzero(~(hidden & (others >= cap)))
+        query, cell = _ball_routes(points[open_], qry[RADIUS].to_numpy(dtype=float)[open_], qry[OWN].to_numpy()[open_])
+        query = open_[query]
+        away = cell != home[query]
+        query, cell = query[away], cell[away]
+        status = np.full(len(qry), DONE, dtype=np.int32)
+        status[query] = MERGE
+        carried = {c: qry[c].to_numpy() for c in (ID, RADIUS, OWN)}
+        results = pd.DataFrame({**carried, CELL: status, **{c: np.nan for c in names}, "hidden": hidden, "others": others})
+        routes = pd.DataFrame({
+            **{c: v[query] for c, v in carried.items()}, CELL: cell.astype(np.int32),
+            **{c: points[query, j] for j, c in enumerate(names)}, "hidden": False, "others": 0,
+        })
+        return pd.concat([results, routes], ignore_index=True)
+
+    def _ball_routes(points: np.ndarray, r: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query, cell) pairs: every cell within the query's ball, and its own record's
+        cell always: that record lies on the ball's boundary, which rounding must not lose."""
+        query, cell = cells.within(points, r + tie_tolerance(r))  # the kernel's ball, to the bit
+        missing = np.setdiff1d(np.arange(len(points)), query[cell == own[query]])
+        return np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
 
     schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
     if cells.depth == 0:
         routed = queries.withColumn(CELL, F.lit(0).cast("int"))
         found, _ = _persisted(_searched(index, names, cells, routed, np.array([n_queries]), tasks, count, schema))
         return found, SearchCost(1, 1.0)
-    routed, _ = _persisted(_mapped(queries, route, _schema(queries, [ID, RADIUS, OWN, *names], {CELL: "int"})))
+    at_home = queries.withColumn(CELL, cells.of([F.col(c) for c in names]))
+    first_schema = _schema(queries, [ID, RADIUS, OWN, CELL, *names], {"hidden": "boolean", "others": "long"})
+    first, n = _persisted(_searched(index, names, cells, at_home, _route_counts(at_home, cells), tasks, first_count,
+                                    first_schema))
     try:
+        routed = first.filter(F.col(CELL) >= 0).select(ID, RADIUS, OWN, *names, CELL)
         routes = _route_counts(routed, cells)
-        found = _searched(index, names, cells, routed, routes, tasks, count, schema)
-        summed = found.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
-        result, n = _persisted(summed)
+        later = _searched(index, names, cells, routed, routes, tasks, count, schema)
+        to_merge = first.filter(F.col(CELL) == MERGE).select(ID, "hidden", "others").unionByName(later)
+        summed = to_merge.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
+        result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, "hidden", "others").unionByName(summed))
     finally:
-        routed.unpersist()
-    return result, SearchCost(cells.n_cells, int(routes.sum()) / max(1, n))
+        first.unpersist()
+    return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
 
 
 def _searched(
