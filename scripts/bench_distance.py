@@ -161,7 +161,7 @@ def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tupl
     from privacy_eval.distance import pipeline as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
     from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_into_cells, nearest_distances
-    from privacy_eval.distance.space import fit_space, project
+    from privacy_eval.distance.space import counted, fit_space, project
 
     steps: list[tuple[str, float]] = []
     clock = [time.perf_counter()]
@@ -180,7 +180,7 @@ def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tupl
     names = [f"__c{j}" for j in range(k)]
     o = project(inputs.original.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
-    n, m = dm._counted(o)[0], dm._counted(s)[0]
+    n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]
     lap("project both sides + cache + count")
     cells = cut_into_cells(o, names, n, CELL_RECORDS)
     lap(f"cells of the original ({cells.n_cells})")
