@@ -79,9 +79,11 @@ def descendants(me: int | None = None) -> dict[int, tuple[str, list[str]]]:
 class CpuTime:
     """CPU time of this process and its descendants while the block runs (`.seconds`),
     a cost that other load on the machine inflates far less than wall time. Read from
-    /proc every 0.2 s, each process's last reading kept: the pyspark daemon ignores
-    SIGCHLD, so a Python worker that exits is reaped by the kernel and its CPU time
-    reaches no parent's count (reading the tree once at each end loses it)."""
+    /proc every 0.2 s, each process's own time (not its children's, which its last
+    reading already holds), the last reading kept: the pyspark daemon ignores SIGCHLD,
+    so a Python worker that exits is reaped by the kernel and its CPU time reaches no
+    parent's count (reading the tree once at each end loses it). What a process spends
+    in its last 0.2 s, or a process living less than that, is missed."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -111,10 +113,10 @@ class CpuTime:
 
 def _own_cpu() -> float:
     own = os.times()
-    return own.user + own.system + own.children_user + own.children_system
+    return own.user + own.system
 
 
 def _tree_cpu() -> dict[int, float]:
-    """pid -> CPU seconds (its own and its waited-for children's) of every descendant."""
+    """pid -> CPU seconds (user + system, its own) of every descendant."""
     ticks = os.sysconf("SC_CLK_TCK")
-    return {pid: sum(int(v) for v in fields[11:15]) / ticks for pid, (_, fields) in descendants().items()}
+    return {pid: sum(int(v) for v in fields[11:13]) / ticks for pid, (_, fields) in descendants().items()}

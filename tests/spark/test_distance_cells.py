@@ -94,8 +94,11 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
     at_home = cell_of_record[None, :] == homes.to_numpy()[:, None]
     settled = (at_home & (d < radius[:, None] - tau)).any(axis=1) & ((at_home & (d <= radius[:, None] + tau)).sum(
         axis=1) - (cell_of_record[own] == homes.to_numpy()) >= cap)
-    if case == "duplicated":  # some queries are settled in their home cell, at the cap
+    if case == "duplicated":  # some queries are settled in their home cell, at the cap ...
         assert settled.any() and (others[settled] >= cap).all()
+        # ... and go no further: with a cap nothing reaches, every query visits more cells
+        _, uncapped = cloaking_counts(frame(spark, index), placed, NAMES, cells, 10**6, 2, len(queries))
+        assert uncapped.cells_per_query > cost.cells_per_query
     if cell_records == 1 and case == "lattice":
         assert cost.cells_per_query > 1  # balls reach across cells
         # ... and some query has records tied with its radius in two cells or more

@@ -10,7 +10,8 @@ answers it, and the answers are merged per query. A record of a cell not searche
 in that cell's box, farther from the query than the bound, so:
 
 - known radius (local cloaking: the bound is the record's radius with the tie
-  tolerance): every record the ball holds is in a searched cell, and the counts add up;
+  tolerance): every record the ball holds is in a searched cell, and the counts add up
+  (a first pass in the query's own cell may settle it: see `cloaking_counts`);
 - unknown radius (the nearest one or two): a first search in the query's own cell (the
   one the planes place it in) gives an upper bound on its n-th nearest distance (inf
   when that cell holds fewer than n records); a second pass searches every other cell
@@ -24,7 +25,7 @@ QUERY_ROWS of its queries, whatever the size of the sides.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,7 +235,7 @@ def cloaking_counts(
     pays for them in one cell, not in every cell its ball reaches."""
 
     def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
-        # cap + 1 others, and the own record: a count past the cap is told from one at it.
+        # The own record and up to cap + 1 others: enough to tell whether a cell reaches the cap.
         closer, either = cloaking_in_cell(
             as_matrix(idx, names), as_matrix(qry, names), qry[RADIUS].to_numpy(dtype=float), cap + 2
         )
@@ -280,10 +281,14 @@ def cloaking_counts(
         routed = queries.withColumn(CELL, F.lit(0).cast("int"))
         found, _ = _persisted(_searched(index, names, cells, routed, np.array([n_queries]), tasks, count, schema))
         return found, SearchCost(1, 1.0)
-    at_home = queries.withColumn(CELL, cells.of([F.col(c) for c in names]))
+    # Cached: the queries (a join, in the pipeline) are read twice, to count and to search.
+    at_home, _ = _persisted(queries.withColumn(CELL, cells.of([F.col(c) for c in names])))
     first_schema = _schema(queries, [ID, RADIUS, OWN, CELL, *names], {"hidden": "boolean", "others": "long"})
-    first, n = _persisted(_searched(index, names, cells, at_home, _route_counts(at_home, cells), tasks, first_count,
-                                    first_schema))
+    try:
+        first, _ = _persisted(_searched(index, names, cells, at_home, _route_counts(at_home, cells), tasks,
+                                        first_count, first_schema))
+    finally:
+        at_home.unpersist()
     try:
         routed = first.filter(F.col(CELL) >= 0).select(ID, RADIUS, OWN, *names, CELL)
         routes = _route_counts(routed, cells)
@@ -321,14 +326,6 @@ def _route_counts(routed: DataFrame, cells: Cells) -> np.ndarray:
     for row in routed.groupBy(CELL).count().collect():
         counts[int(row[CELL])] = int(row["count"])
     return counts
-
-
-def _mapped(frame: DataFrame, fn: Callable[[pd.DataFrame], pd.DataFrame], schema: str) -> DataFrame:
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for batch in batches:
-            yield fn(batch)
-
-    return frame.mapInPandas(run, schema)
 
 
 def _persisted(frame: DataFrame) -> tuple[DataFrame, int]:
