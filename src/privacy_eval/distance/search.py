@@ -185,12 +185,8 @@ def nearest_distances(
             return pd.DataFrame({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}})
         query, cell = cells.within(points, d[:, -1])
         other = cell != qry[CELL].to_numpy()[query]
-        query, cell = query[other], cell[other]
-        status = np.full(len(ids), DONE, dtype=np.int32)
-        status[query] = MERGE
-        results = pd.DataFrame({ID: ids, CELL: status, **{o: d[:, j] for j, o in enumerate(outs)}})
-        routes = pd.DataFrame({ID: ids[query], CELL: cell.astype(np.int32), **{c: points[query, j] for j, c in enumerate(names)}})
-        return pd.concat([results, routes], ignore_index=True)
+        return _first_pass_rows({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}}, query[other], cell[other],
+                                {ID: ids, **{c: points[:, j] for j, c in enumerate(names)}})
 
     def later_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         d = nearest(as_matrix(idx, names), as_matrix(qry, names), n_nearest)
@@ -204,19 +200,16 @@ def nearest_distances(
                                     _schema(queries, carried, found)))
     if not cells.depth:
         return first, SearchCost(1, 1.0)
-    try:
-        routed = first.filter(F.col(CELL) >= 0).select(ID, *names, CELL)
-        routes = _route_counts(routed, cells)
-        later = _searched(index, names, cells, routed, routes, tasks, later_search, _schema(queries, [ID], found))
-        merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
-        to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
-        over_cells = to_merge.groupBy(ID).agg(merged.alias("__all")).select(
+    merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
+
+    def nearest_over_cells(answers: DataFrame) -> DataFrame:
+        return answers.groupBy(ID).agg(merged.alias("__all")).select(
             ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
         )
-        result, _ = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells))
-    finally:
-        first.unpersist()
-    return result, SearchCost(cells.n_cells, (m + int(routes.sum())) / max(1, m))
+
+    result, _, routes = _second_pass(index, names, cells, first, [ID, *names], tasks, later_search,
+                                     _schema(queries, [ID], found), outs, nearest_over_cells)
+    return result, SearchCost(cells.n_cells, (m + routes) / max(1, m))
 
 
 def cloaking_counts(
@@ -255,21 +248,19 @@ def cloaking_counts(
         hidden, others = found["hidden"].to_numpy(), found["others"].to_numpy()
         points, home = as_matrix(qry, names), qry[CELL].to_numpy()
         open_ = np.flatnonzero(~(hidden & (others >= cap)))
-        query, cell = _ball_routes(points[open_], qry[RADIUS].to_numpy(dtype=float)[open_], qry[OWN].to_numpy()[open_])
+        query, cell = ball_routes(points[open_], qry[RADIUS].to_numpy(dtype=float)[open_], qry[OWN].to_numpy()[open_])
         query = open_[query]
         away = cell != home[query]
-        query, cell = query[away], cell[away]
-        status = np.full(len(qry), DONE, dtype=np.int32)
-        status[query] = MERGE
         carried = {c: qry[c].to_numpy() for c in (ID, RADIUS, OWN)}
-        results = pd.DataFrame({**carried, CELL: status, **{c: np.nan for c in names}, "hidden": hidden, "others": others})
-        routes = pd.DataFrame({
-            **{c: v[query] for c, v in carried.items()}, CELL: cell.astype(np.int32),
-            **{c: points[query, j] for j, c in enumerate(names)}, "hidden": False, "others": 0,
-        })
-        return pd.concat([results, routes], ignore_index=True)
+        # Every column in both kinds of row: NaN in `others` would make it a float column.
+        return _first_pass_rows(
+            {**carried, **{c: np.full(len(qry), np.nan) for c in names}, "hidden": hidden, "others": others},
+            query[away], cell[away],
+            {**carried, **{c: points[:, j] for j, c in enumerate(names)},
+             "hidden": np.zeros(len(qry), dtype=bool), "others": np.zeros(len(qry), dtype=others.dtype)},
+        )
 
-    def _ball_routes(points: np.ndarray, r: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def ball_routes(points: np.ndarray, r: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query, cell) pairs: every cell within the query's ball, and its own record's
         cell always: that record lies on the ball's boundary, which rounding must not lose."""
         query, cell = cells.within(points, r + tie_tolerance(r))  # the kernel's ball, to the bit
@@ -289,16 +280,46 @@ def cloaking_counts(
                                         first_count, first_schema))
     finally:
         at_home.unpersist()
+
+    def summed_over_cells(answers: DataFrame) -> DataFrame:
+        return answers.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
+
+    result, n, routes = _second_pass(index, names, cells, first, [ID, RADIUS, OWN, *names], tasks, count, schema,
+                                     ["hidden", "others"], summed_over_cells)
+    return result, SearchCost(cells.n_cells, (n + routes) / max(1, n))
+
+
+def _first_pass_rows(
+    answers: dict[str, np.ndarray], query: np.ndarray, cell: np.ndarray, carried: dict[str, np.ndarray]
+) -> pd.DataFrame:
+    """A first pass's rows: one per query with its `answers` in its own cell (CELL = DONE,
+    or MERGE when it goes on to other cells), then one per (query, cell) pair it goes on
+    to, with the query's `carried` columns and CELL = that cell."""
+    status = np.full(len(next(iter(answers.values()))), DONE, dtype=np.int32)
+    status[query] = MERGE
+    results = pd.DataFrame({**answers, CELL: status})
+    routes = pd.DataFrame({**{c: v[query] for c, v in carried.items()}, CELL: cell.astype(np.int32)})
+    return pd.concat([results, routes], ignore_index=True)
+
+
+def _second_pass(
+    index: DataFrame, names: Sequence[str], cells: Cells, first: DataFrame, carried: Sequence[str], tasks: int,
+    fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str, outs: Sequence[str],
+    over_cells: Callable[[DataFrame], DataFrame],
+) -> tuple[DataFrame, int, int]:
+    """The queries a first pass (`_first_pass_rows`, persisted; released here) sends on,
+    searched by `fn` in their other cells; their answers there and in their own cell
+    (`outs`) combined per query by `over_cells`, with the answers the first pass settled:
+    (the result, persisted; its rows; the (query, cell) pairs searched here)."""
     try:
-        routed = first.filter(F.col(CELL) >= 0).select(ID, RADIUS, OWN, *names, CELL)
+        routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
         routes = _route_counts(routed, cells)
-        later = _searched(index, names, cells, routed, routes, tasks, count, schema)
-        to_merge = first.filter(F.col(CELL) == MERGE).select(ID, "hidden", "others").unionByName(later)
-        summed = to_merge.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
-        result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, "hidden", "others").unionByName(summed))
+        later = _searched(index, names, cells, routed, routes, tasks, fn, schema)
+        to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
+        result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge)))
     finally:
         first.unpersist()
-    return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
+    return result, n, int(routes.sum())
 
 
 def _searched(
