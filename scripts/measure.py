@@ -22,16 +22,15 @@ def timed(fn):
     return value, time.perf_counter() - started
 
 
-class PeakMemory:
-    """Samples the resident memory of this process's descendants (the JVM and its
-    Python workers) from /proc every 0.2 s: the local-mode stand-in for executor memory."""
+class _Sampling:
+    """Reads this process's descendants from /proc every 0.2 s in a thread while the
+    block runs, handing each reading to `_sample`."""
 
     def __init__(self) -> None:
-        self.jvm = self.worker = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> PeakMemory:
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -41,12 +40,27 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            for name, fields in descendants().values():
-                rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-                if name == "java":
-                    self.jvm = max(self.jvm, rss)
-                elif name.startswith("python"):
-                    self.worker = max(self.worker, rss)
+            self._sample(descendants())
+
+    def _sample(self, tree: dict[int, tuple[str, list[str]]]) -> None:
+        raise NotImplementedError
+
+
+class PeakMemory(_Sampling):
+    """The peak resident memory of this process's descendants (the JVM and its Python
+    workers): the local-mode stand-in for executor memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jvm = self.worker = 0
+
+    def _sample(self, tree: dict[int, tuple[str, list[str]]]) -> None:
+        for name, fields in tree.values():
+            rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            if name == "java":
+                self.jvm = max(self.jvm, rss)
+            elif name.startswith("python"):
+                self.worker = max(self.worker, rss)
 
 
 def descendants(me: int | None = None) -> dict[int, tuple[str, list[str]]]:
@@ -76,39 +90,35 @@ def descendants(me: int | None = None) -> dict[int, tuple[str, list[str]]]:
     return mine
 
 
-class CpuTime:
+class CpuTime(_Sampling):
     """CPU time of this process and its descendants while the block runs (`.seconds`),
-    a cost that other load on the machine inflates far less than wall time. Read from
-    /proc every 0.2 s, each process's own time (not its children's, which its last
-    reading already holds), the last reading kept: the pyspark daemon ignores SIGCHLD,
-    so a Python worker that exits is reaped by the kernel and its CPU time reaches no
-    parent's count (reading the tree once at each end loses it). What a process spends
-    in its last 0.2 s, or a process living less than that, is missed."""
+    a cost that other load on the machine inflates far less than wall time. Each
+    process's own time (not its children's, which its last reading already holds), the
+    last reading kept: the pyspark daemon ignores SIGCHLD, so a Python worker that exits
+    is reaped by the kernel and its CPU time reaches no parent's count (reading the tree
+    once at each end loses it). What a process spends in its last 0.2 s, or a process
+    living less than that, is missed."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.seconds = 0.0
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> CpuTime:
         self._own = _own_cpu()
-        self._first = _tree_cpu()
+        self._first = _tree_cpu(descendants())
         self._last = dict(self._first)
-        self._thread.start()
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._last.update(_tree_cpu())
+        super().__exit__(*exc)
+        self._sample(descendants())
         trees = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items())
         self.seconds = trees + _own_cpu() - self._own
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self._last.update(_tree_cpu())
+    def _sample(self, tree: dict[int, tuple[str, list[str]]]) -> None:
+        self._last.update(_tree_cpu(tree))
 
 
 def _own_cpu() -> float:
@@ -116,7 +126,7 @@ def _own_cpu() -> float:
     return own.user + own.system
 
 
-def _tree_cpu() -> dict[int, float]:
-    """pid -> CPU seconds (user + system, its own) of every descendant."""
+def _tree_cpu(tree: dict[int, tuple[str, list[str]]]) -> dict[int, float]:
+    """pid -> CPU seconds (user + system, its own) of every process of `tree`."""
     ticks = os.sysconf("SC_CLK_TCK")
-    return {pid: sum(int(v) for v in fields[11:13]) / ticks for pid, (_, fields) in descendants().items()}
+    return {pid: sum(int(v) for v in fields[11:13]) / ticks for pid, (_, fields) in tree.items()}
