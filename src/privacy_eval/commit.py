@@ -118,7 +118,7 @@ def replace_run(spark: SparkSession, database: str, run_id: str, staged: Mapping
 
     `staged` maps each table to the run's rows (a frame with the table's schema and
     run_id last), or to None: that table loses the run's earlier partition. The tables
-    must be registered in this session.
+    must be registered in this Spark session.
     """
     tables = tuple(staged)
     files = DatabaseFiles(spark, database)
@@ -258,7 +258,7 @@ def _apply(files: DatabaseFiles, txn: str, journal: dict[str, Any]) -> None:
 def _sync_catalog(
     spark: SparkSession, database: str, files: DatabaseFiles, journal: dict[str, Any], tables: Sequence[str]
 ) -> None:
-    """Make the session catalog list the run's partitions as they now are on disk."""
+    """Make the Spark session's catalog list the run's partitions as they now are on disk."""
     qdb = quote(database)
     spec = f"PARTITION (run_id = '{sql_text(journal['run_id'])}')"
     for table in tables:

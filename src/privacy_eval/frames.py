@@ -47,7 +47,7 @@ _HASHED_ALIKE = (
 def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """`key` set to `value` for the duration, then restored (unset if it was unset).
 
-    The setting is the session's: a query another thread plans meanwhile sees it too.
+    The setting is the Spark session's: a query another thread plans meanwhile sees it too.
     Every use below costs time that way, never a wrong result."""
     conf = spark.conf
     before = conf.get(key, None)

@@ -1,7 +1,7 @@
 """The results tables `metric_results` and `column_protection` (docs/interface.md, "Results tables").
 
 Parquet under `<warehouse>/<database>.db/<table>/`, partitioned by run_id, registered
-in the session catalog as external tables at a fixed location. A run's rows are one
+in the Spark session's catalog as external tables at a fixed location. A run's rows are one
 partition folder, `run_id=<id, escaped as Spark does>`, in each table. Writing a run
 replaces that folder in both tables; other runs are never touched.
 
@@ -215,7 +215,7 @@ def ensure_tables(spark: SparkSession, warehouse: str, database: str) -> None:
 
 
 def _check_database_location(spark: SparkSession, database: str, db_location: str) -> None:
-    """Refuse a database this session already holds in another warehouse.
+    """Refuse a database this Spark session already holds in another warehouse.
 
     CREATE DATABASE IF NOT EXISTS keeps the first location, so a notebook evaluating into
     a second warehouse under the same database name would silently write into the first.
@@ -232,8 +232,8 @@ def _check_database_location(spark: SparkSession, database: str, db_location: st
     if not same:
         raise InputError(
             f"results.database '{database}' is already registered in this Spark session at "
-            f"{uri.toString()}, not at {db_location}: a session writes one database name to one "
-            "warehouse; use another database name, or a new session"
+            f"{uri.toString()}, not at {db_location}: a Spark session writes one database name to one "
+            "warehouse; use another database name, or a new Spark session"
         )
 
 
@@ -294,7 +294,7 @@ def write_run(
 ) -> None:
     """Replace this run's partition in both tables, atomically (see the module docstring).
 
-    `ensure_tables` must have registered the tables in this session. A table without
+    `ensure_tables` must have registered the tables in this Spark session. A table without
     rows for the run (no column_direct_match metric) loses the run's earlier partition.
     """
     check_run_id(run.run_id)

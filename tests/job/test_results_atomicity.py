@@ -120,7 +120,7 @@ class Warehouse:
         ensure_tables(spark, str(self.path), self.database)
 
     def rows(self, spark) -> dict[str, list[tuple]]:
-        """Both tables as a reader of this session sees them, in a fixed order."""
+        """Both tables as a reader of this Spark session sees them, in a fixed order."""
         return {
             table: sorted((tuple(r) for r in spark.table(f"{self.database}.{table}").collect()), key=repr)
             for table in TABLES
@@ -410,7 +410,7 @@ def by_run(rows: list[dict], *leave_out: str) -> dict[str, list[dict]]:
 @pytest.mark.slow
 def test_a_job_killed_while_writing_leaves_whole_runs_and_the_next_run_succeeds(spark, previous, tmp_path):
     # The job's tables start as the previous state of the unit tests: runs r1 and r2.
-    # (Copied, not registered here: this session's catalog never learns the job's database.)
+    # (Copied, not registered here: this Spark session's catalog never learns the job's database.)
     warehouse = tmp_path / "warehouse"
     database = warehouse / "privacy_eval.db"
     shutil.copytree(previous.folder, database)

@@ -101,7 +101,7 @@ def persisted_rdds(spark) -> int:
 
 
 def read_back(warehouse: Path) -> dict:
-    """Read both tables in a new process with a new session, as a dashboard would."""
+    """Read both tables in a new process with a new Spark session, as a dashboard would."""
     script = textwrap.dedent(f"""
         import json
         from privacy_eval.results import ensure_tables
