@@ -91,6 +91,9 @@ def argument_parser() -> argparse.ArgumentParser:
     distance.add_argument("--no-reference", action="store_true",
                           help="leave out the numpy reference (the Spark runs are compared with each other)")
     distance.add_argument("--redraw", type=float, default=0.0, help="share of synthetic records with a redrawn category")
+    distance.add_argument("--constant-density", action="store_true",
+                          help="synthetic noise shrinking with the rows like rows^(-1/5): cloaking balls hold about as "
+                               "many records at any size (the noise of 1,000,000 rows)")
 
     mode("disclosure", [data, driver], "identity and attribute disclosure (3 keys x 3 targets) against DuckDB")
 

@@ -36,15 +36,26 @@ CATEGORICAL = ["group"]
 COLUMNS = NUMERIC + CATEGORICAL
 CHOSEN = ["hidden_rate", "local_cloaking", "distance_to_closest_record", "nearest_neighbour_distance_ratio"]
 COMPONENTS, CAP = 5, 1000
-# Synthetic noise, in standard deviations of each numeric column.
+# Synthetic noise, in standard deviations of each numeric column; with constant density,
+# at DENSITY_ROWS records per side.
 NOISE = 0.08
+DENSITY_ROWS = 1_000_000
 
 
-def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[Path, Path]:
+def generate(
+    rows: int, seed: int, folder: Path, redraw: float = 0.0, constant_density: bool = False
+) -> tuple[Path, Path]:
     """Original: four correlated numeric columns (one rounded to integers, one with 1 %
     nulls), a two-valued categorical depending on x1, ~2 % duplicated rows. Synthetic:
     each numeric plus normal noise (NOISE sd), the categorical redrawn for a `redraw`
     share of rows, ~1 % of rows copied verbatim from their own original; rows shuffled.
+
+    With `constant_density`, the noise is NOISE (DENSITY_ROWS / rows)^(1/5) sd instead:
+    the distance to a record's k-th nearest neighbour shrinks like rows^(-1/5) in 5
+    dimensions, so a cloaking ball (whose radius is the noise) holds about as many
+    synthetic records at any size, as with the avatar method, which draws each synthetic
+    record among its original's nearest neighbours. With fixed noise, a ball holds about
+    ten times the records at ten times the rows.
 
     A redrawn category puts a record's own synthetic record far away (the categorical
     coordinates dominate), so its local-cloaking ball holds a large share of all records.
@@ -54,7 +65,7 @@ def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[P
     of the rest), and a top-5 cut inside such a cluster makes the 5-dimensional space
     depend on rounding (see docs/benchmarks.md, "Distance metrics")."""
     folder.mkdir(parents=True, exist_ok=True)
-    tag = f"{rows}-{seed}" + (f"-redraw{redraw:g}" if redraw else "")
+    tag = f"{rows}-{seed}" + (f"-redraw{redraw:g}" if redraw else "") + ("-density" if constant_density else "")
     paths = folder / f"distance-original-{tag}.parquet", folder / f"distance-synthetic-{tag}.parquet"
     if all(p.exists() for p in paths):
         return paths
@@ -74,8 +85,9 @@ def generate(rows: int, seed: int, folder: Path, redraw: float = 0.0) -> tuple[P
     o.loc[dup, COLUMNS] = o.loc[rng.integers(0, rows, len(dup)), COLUMNS].to_numpy()
     o = o.astype({c: "float64" for c in NUMERIC})
     s = o.copy()
+    noise = NOISE * (DENSITY_ROWS / rows) ** (1 / COMPONENTS) if constant_density else NOISE
     for c in NUMERIC:
-        s[c] = o[c] + rng.normal(0, NOISE * float(o[c].std()), rows)
+        s[c] = o[c] + rng.normal(0, noise * float(o[c].std()), rows)
     s["x1"] = np.round(s["x1"])
     redrawn = rng.random(rows) < redraw
     s.loc[redrawn, "group"] = groups[rng.integers(0, 2, int(redrawn.sum()))]
@@ -223,9 +235,11 @@ def compare(spark_figures: dict, reference: dict) -> tuple[list[str], float]:
 def main(args: argparse.Namespace) -> int:
     from privacy_eval.session import build_session
 
-    (original_path, synthetic_path), gen_s = timed(lambda: generate(args.rows, args.seed, Path(args.data), args.redraw))
-    print(f"data: {args.rows:,} records per side ({', '.join(COLUMNS)}), seed {args.seed}, category redrawn for "
-          f"{args.redraw:.0%} of synthetic records, generated/cached in {gen_s:.1f} s")
+    (original_path, synthetic_path), gen_s = timed(
+        lambda: generate(args.rows, args.seed, Path(args.data), args.redraw, args.constant_density))
+    noise = NOISE * (DENSITY_ROWS / args.rows) ** (1 / COMPONENTS) if args.constant_density else NOISE
+    print(f"data: {args.rows:,} records per side ({', '.join(COLUMNS)}), seed {args.seed}, noise {noise:.4g} sd, "
+          f"category redrawn for {args.redraw:.0%} of synthetic records, generated/cached in {gen_s:.1f} s")
     spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
         "spark.master": args.master, "spark.driver.memory": "12g",
         "spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",

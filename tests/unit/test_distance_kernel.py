@@ -1,5 +1,6 @@
-"""The distance kernel (no Spark): the capped cloaking count against a brute-force scan,
-and the scaled coordinates of values of any size."""
+"""The distance kernel (no Spark): the capped cloaking count and the nearest distances
+against a brute-force scan, in any order of the queries, and the scaled coordinates of
+values of any size."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def brute(index: np.ndarray, queries: np.ndarray, r: np.ndarray) -> tuple[np.nda
 
 # BALL_FACTOR 0 sends every full ball to the k-nearest route, inf every one to the ball
 # count: both routes must give the brute-force counts, whatever the estimate says.
-ROUTES = [0, kernel.BALL_FACTOR, np.inf]
+DEFAULT_FACTOR = kernel.BALL_FACTOR
+ROUTES = [0, DEFAULT_FACTOR, np.inf]
 
 
 @pytest.mark.parametrize("ball_factor", ROUTES)
@@ -50,12 +52,31 @@ def test_continuous_data_with_balls_of_every_size(ball_factor, monkeypatch):
     index = rng.normal(size=(3000, 4))
     queries = rng.normal(size=(400, 4))
     r = rng.uniform(0.05, 2.5, len(queries))  # from empty balls to a third of the index
-    limit = 200
+    limit = 50
     closer, either = cloaking_in_cell(index, queries, r, limit)
     want_closer, want_either = brute(index, queries, r)
     assert (closer == want_closer).all()
     assert (np.minimum(either, limit) == np.minimum(want_either, limit)).all()
-    assert (want_either < 16).any() and (want_either > 4 * limit).any()
+    # Balls the first query settles, and balls the default factor sends to each route.
+    assert (want_either < 16).any() and (want_either > DEFAULT_FACTOR * limit).any()
+
+
+def test_answers_do_not_depend_on_the_order_of_the_queries():
+    """The kernel searches the queries in space order, not in theirs: every answer must
+    still come back in its query's row."""
+    rng = np.random.default_rng(7)
+    index, queries = rng.normal(size=(2000, 3)), rng.normal(size=(500, 3))
+    r = rng.uniform(0.05, 1.5, len(queries))
+    shuffled = rng.permutation(len(queries))
+    closer, either = cloaking_in_cell(index, queries, r, 100)
+    again = cloaking_in_cell(index, queries[shuffled], r[shuffled], 100)
+    assert (again[0] == closer[shuffled]).all() and (again[1] == either[shuffled]).all()
+    want_closer, want_either = brute(index, queries, r)
+    assert (closer == want_closer).all() and (np.minimum(either, 100) == np.minimum(want_either, 100)).all()
+    d = kernel.nearest(index, queries, 2)
+    assert (kernel.nearest(index, queries[shuffled], 2) == d[shuffled]).all()
+    every = np.sort(np.sqrt(((queries[:, None, :] - index[None, :, :]) ** 2).sum(-1)), axis=1)
+    np.testing.assert_allclose(d, every[:, :2], rtol=1e-12)
 
 
 def test_empty_sides():

@@ -99,9 +99,29 @@ def nearest(index: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     inf where the index has fewer than k points. Exact (eps = 0)."""
     out = np.full((len(queries), k), np.inf)
     if len(index) and len(queries):
-        d, _ = cKDTree(index).query(queries, k=k)
-        out[:] = np.asarray(d).reshape(len(queries), k)
+        order = _nearby_first(queries)
+        d, _ = _tree(index).query(queries[order], k=k)
+        out[order] = np.asarray(d).reshape(len(queries), k)
     return out
+
+
+def _nearby_first(points: np.ndarray) -> np.ndarray:
+    """A permutation of the points that puts points close in space close in order: the
+    leaf order of a k-d tree over them. A tree searched for queries in that order finds
+    the nodes it reads in cache; in random order each search reads cold memory, at about
+    three times the cost (docs/operations.md, "Queries in space order")."""
+    if len(points) < 2 or not points.shape[1]:
+        return np.arange(len(points))
+    return cKDTree(points, balanced_tree=False, compact_nodes=False).indices
+
+
+# Points per leaf of the trees searched: a ball count costs less per point than with
+# scipy's default of 16 (docs/operations.md, "Queries in space order").
+LEAF_SIZE = 32
+
+
+def _tree(index: np.ndarray) -> cKDTree:
+    return cKDTree(index, leafsize=LEAF_SIZE)
 
 
 def cloaking_in_cell(
@@ -120,12 +140,19 @@ def cloaking_in_cell(
     query, whose cost does not grow with the ball. The estimate only routes the work:
     both routes count the same points.
     """
-    n, n_index = len(queries), len(index)
+    closer = np.zeros(len(queries), dtype=bool)
+    either = np.zeros(len(queries), dtype=np.int64)
+    if len(index) and len(queries):
+        order = _nearby_first(queries)
+        closer[order], either[order] = _cloaking_in_order(_tree(index), queries[order], r[order], limit)
+    return closer, either
+
+
+def _cloaking_in_order(tree: cKDTree, queries: np.ndarray, r: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """`cloaking_in_cell` for queries in the order they are to be searched."""
+    n, n_index = len(queries), tree.n
     closer = np.zeros(n, dtype=bool)
     either = np.zeros(n, dtype=np.int64)
-    if not n_index or not n:
-        return closer, either
-    tree = cKDTree(index)
     tau = tie_tolerance(r)
     outer = r + tau
     k = min(_FIRST_K, limit, n_index)
@@ -134,7 +161,7 @@ def cloaking_in_cell(
     full = np.flatnonzero(either >= k) if k < n_index else np.zeros(0, dtype=np.int64)
     if len(full) and k < min(limit, n_index):
         with np.errstate(divide="ignore", over="ignore"):
-            estimate = k * (outer[full] / kth[full]) ** index.shape[1]
+            estimate = k * (outer[full] / kth[full]) ** tree.m
         by_ball = estimate <= BALL_FACTOR * limit
         small, full = full[by_ball], full[~by_ball]
         either[small] = tree.query_ball_point(queries[small], outer[small], return_length=True)
@@ -153,9 +180,9 @@ def tie_tolerance(r: np.ndarray) -> np.ndarray:
 
 
 _FIRST_K = 16
-# A ball count is cheaper per point than a k-nearest query is per neighbour
-# (docs/operations.md, "Local cloaking: a count that stops at the cap").
-BALL_FACTOR = 4
+# The estimate runs high, and a ball count of a few thousand points costs about what a
+# `limit` query does (docs/operations.md, "Local cloaking: a count that stops at the cap").
+BALL_FACTOR = 16
 _QUERY_BATCH = 4096
 
 
@@ -164,17 +191,16 @@ def _bounded_counts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per query, #points within its radius `outer` among its k nearest, its nearest
     distance and its k-th (inf past the radius). scipy takes one distance bound per
-    call: queries go in batches of similar radius (sorted), each bounded just above its
-    largest radius."""
+    call: the queries go in batches in their order, each bounded just above its largest
+    radius (a looser bound costs little next to searching in space order)."""
     found = np.zeros(len(queries), dtype=np.int64)
     nearest_distance = np.full(len(queries), np.inf)
     kth = np.full(len(queries), np.inf)
-    order = np.argsort(outer, kind="stable")
-    for s in range(0, len(order), _QUERY_BATCH):
-        batch = order[s : s + _QUERY_BATCH]
+    for s in range(0, len(queries), _QUERY_BATCH):
+        batch = slice(s, s + _QUERY_BATCH)
         bound = np.nextafter(outer[batch].max(), np.inf)  # scipy's bound is strict
         d, _ = tree.query(queries[batch], k=k, distance_upper_bound=bound)
-        d = np.asarray(d).reshape(len(batch), k)
+        d = np.asarray(d).reshape(-1, k)
         found[batch] = (d <= outer[batch, None]).sum(axis=1)
         nearest_distance[batch] = d[:, 0]
         kth[batch] = d[:, -1]
