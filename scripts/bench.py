@@ -85,7 +85,8 @@ def argument_parser() -> argparse.ArgumentParser:
     distance = mode("distance", [data, runs(what="with --cell-records: timed runs of each, alternated")],
                     "the distance metrics in Spark against numpy + cKDTree")
     distance.add_argument("--no-repeat", action="store_true", help="leave out the repeated Spark run")
-    distance.add_argument("--profile", action="store_true", help="also time the Spark steps one by one")
+    distance.add_argument("--profile", action="store_true",
+                          help="also time the Spark steps one by one (with cells of M records with --cell-records)")
     distance.add_argument("--cell-records", type=int, metavar="M",
                           help="also run with cells of M records and compare with one cell")
     distance.add_argument("--no-reference", action="store_true",

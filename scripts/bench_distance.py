@@ -2,7 +2,8 @@
 against one process.
 
 Generates a seeded original/synthetic pair (four numeric columns, one categorical; the
-synthetic side is the original plus noise, row-aligned by `id`, shuffled), writes it as
+synthetic side is the original plus noise, row-aligned by `id`, shuffled; with
+--constant-density, noise that shrinks with the rows), writes it as
 Parquet, then times, in this one run:
   - Spark: read both files, `prepare_inputs`, `distance_metrics` (all four figures, 5
     components, cap 1,000, cells of the default size), after a 2,000-row warm-up; then
@@ -14,7 +15,8 @@ Parquet, then times, in this one run:
     files (leave it out with --no-reference: at 1e7 it takes over an hour).
 Every figure must agree (integers exactly, floats to 1e-12 relative); the script fails
 loudly if one does not. `--profile` adds one more Spark run, step by step (space, projection,
-each search and its figures), each step forced and timed on its own.
+each search and its figures), each step forced and timed on its own, with cells of M
+records when --cell-records is given.
 """
 
 from __future__ import annotations
@@ -164,9 +166,12 @@ def run_spark(spark, original_path: Path, synthetic_path: Path, cell_records: in
     return {**figures, **costs, "cpu_seconds": cpu}, ended - started, ended - metrics_started
 
 
-def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tuple[str, float]]:
+def profile_spark(
+    spark, original_path: Path, synthetic_path: Path, cell_records: int | None = None
+) -> list[tuple[str, float]]:
     """`distance_metrics`' steps one at a time (as privacy_eval/distance/pipeline.py runs
-    them), each forced by its own action: where the time goes."""
+    them), each forced by its own action, with cells of `cell_records` (default: the
+    job's): where the time goes."""
     from pyspark import StorageLevel
 
     from privacy_eval.columns import KEY
@@ -194,13 +199,13 @@ def profile_spark(spark, original_path: Path, synthetic_path: Path) -> list[tupl
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]
     lap("project both sides + cache + count")
-    cells = cut_into_cells(o, names, n, CELL_RECORDS)
+    cells = cut_into_cells(o, names, n, cell_records or CELL_RECORDS)
     lap(f"cells of the original ({cells.n_cells})")
     near, cost = nearest_distances(o, s, names, 2, cells, tasks, m)
     lap(f"DCR/NNDR search, k = 2 ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     closest_figures(near, n)
     lap("DCR/NNDR figures (exact medians, histogram)")
-    cells = cut_into_cells(s, names, m, CELL_RECORDS)
+    cells = cut_into_cells(s, names, m, cell_records or CELL_RECORDS)
     lap(f"cells of the synthetic side ({cells.n_cells})")
     paired = dm._paired_radii(o, s, names, cells).persist(StorageLevel.MEMORY_AND_DISK)
     paired.count()
@@ -263,7 +268,7 @@ def main(args: argparse.Namespace) -> int:
         if not args.no_repeat:
             runs.append(SparkRun("Spark, the same run repeated in the session",
                                  *run_spark(spark, original_path, synthetic_path)))
-    steps = profile_spark(spark, original_path, synthetic_path) if args.profile else []
+    steps = profile_spark(spark, original_path, synthetic_path, args.cell_records) if args.profile else []
     spark.stop()
     if args.no_reference:
         reference, numpy_s, numpy_steps = runs[0].figures, math.nan, {}
