@@ -196,10 +196,10 @@ def nearest_distances(
     at_home = queries.select(ID, *names, cells.of([F.col(c) for c in names]).alias(CELL))
     homes = _route_counts(at_home, cells) if cells.depth else np.array([m])
     carried = [ID, CELL, *names] if cells.depth else [ID]
-    first, _ = _persisted(_searched(index, names, cells, at_home, homes, tasks, first_search,
-                                    _schema(queries, carried, found)))
+    searched = _searched(index, names, cells, at_home, homes, tasks, first_search, _schema(queries, carried, found))
     if not cells.depth:
-        return first, SearchCost(1, 1.0)
+        return _persisted(searched)[0], SearchCost(1, 1.0)
+    first, routes = _persisted_routes(searched, cells)
     merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
 
     def nearest_over_cells(answers: DataFrame) -> DataFrame:
@@ -207,9 +207,9 @@ def nearest_distances(
             ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
         )
 
-    result, _, routes = _second_pass(index, names, cells, first, [ID, *names], tasks, later_search,
-                                     _schema(queries, [ID], found), outs, nearest_over_cells)
-    return result, SearchCost(cells.n_cells, (m + routes) / max(1, m))
+    result, _ = _second_pass(index, names, cells, first, routes, [ID, *names], tasks, later_search,
+                             _schema(queries, [ID], found), outs, nearest_over_cells)
+    return result, SearchCost(cells.n_cells, (m + int(routes.sum())) / max(1, m))
 
 
 def cloaking_counts(
@@ -272,21 +272,21 @@ def cloaking_counts(
         routed = queries.withColumn(CELL, F.lit(0).cast("int"))
         found, _ = _persisted(_searched(index, names, cells, routed, np.array([n_queries]), tasks, count, schema))
         return found, SearchCost(1, 1.0)
-    # Cached: the queries (a join, in the pipeline) are read twice, to count and to search.
-    at_home, _ = _persisted(queries.withColumn(CELL, cells.of([F.col(c) for c in names])))
+    # Cached: the queries (a join, in the pipeline) are read twice, to count their routes and to search.
+    at_home, homes = _persisted_routes(queries.withColumn(CELL, cells.of([F.col(c) for c in names])), cells)
     first_schema = _schema(queries, [ID, RADIUS, OWN, CELL, *names], {"hidden": "boolean", "others": "long"})
     try:
-        first, _ = _persisted(_searched(index, names, cells, at_home, _route_counts(at_home, cells), tasks,
-                                        first_count, first_schema))
+        first, routes = _persisted_routes(
+            _searched(index, names, cells, at_home, homes, tasks, first_count, first_schema), cells)
     finally:
         at_home.unpersist()
 
     def summed_over_cells(answers: DataFrame) -> DataFrame:
         return answers.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
 
-    result, n, routes = _second_pass(index, names, cells, first, [ID, RADIUS, OWN, *names], tasks, count, schema,
-                                     ["hidden", "others"], summed_over_cells)
-    return result, SearchCost(cells.n_cells, (n + routes) / max(1, n))
+    result, n = _second_pass(index, names, cells, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
+                             ["hidden", "others"], summed_over_cells)
+    return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
 
 
 def _first_pass_rows(
@@ -303,23 +303,22 @@ def _first_pass_rows(
 
 
 def _second_pass(
-    index: DataFrame, names: Sequence[str], cells: Cells, first: DataFrame, carried: Sequence[str], tasks: int,
-    fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str, outs: Sequence[str],
-    over_cells: Callable[[DataFrame], DataFrame],
-) -> tuple[DataFrame, int, int]:
-    """The queries a first pass (`_first_pass_rows`, persisted; released here) sends on,
-    searched by `fn` in their other cells; their answers there and in their own cell
-    (`outs`) combined per query by `over_cells`, with the answers the first pass settled:
-    (the result, persisted; its rows; the (query, cell) pairs searched here)."""
+    index: DataFrame, names: Sequence[str], cells: Cells, first: DataFrame, routes: np.ndarray,
+    carried: Sequence[str], tasks: int, fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
+    outs: Sequence[str], over_cells: Callable[[DataFrame], DataFrame],
+) -> tuple[DataFrame, int]:
+    """The queries a first pass (`_first_pass_rows`, persisted; released here) sends on
+    (`routes`: how many to each cell), searched by `fn` in their other cells; their
+    answers there and in their own cell (`outs`) combined per query by `over_cells`, with
+    the answers the first pass settled: (the result, persisted; its rows)."""
     try:
         routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
-        routes = _route_counts(routed, cells)
         later = _searched(index, names, cells, routed, routes, tasks, fn, schema)
         to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
         result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge)))
     finally:
         first.unpersist()
-    return result, n, int(routes.sum())
+    return result, n
 
 
 def _searched(
@@ -342,18 +341,25 @@ def _searched(
 
 
 def _route_counts(routed: DataFrame, cells: Cells) -> np.ndarray:
-    """Queries per cell (CELL: the cell to search)."""
+    """Queries per cell (CELL: the cell to search; the rows with CELL < 0 are not routes)."""
     counts = np.zeros(cells.n_cells, dtype=np.int64)
     for row in routed.groupBy(CELL).count().collect():
-        counts[int(row[CELL])] = int(row["count"])
+        if row[CELL] >= 0:
+            counts[int(row[CELL])] = int(row["count"])
     return counts
 
 
-def _persisted(frame: DataFrame) -> tuple[DataFrame, int]:
-    """(`frame` cached and computed, its row count); its cache released if that fails."""
+def _persisted_routes(frame: DataFrame, cells: Cells) -> tuple[DataFrame, np.ndarray]:
+    """(`frame` cached and computed, its route counts), in one job."""
+    return _persisted(frame, lambda cached: _route_counts(cached, cells))
+
+
+def _persisted(frame: DataFrame, measure: Callable[[DataFrame], Any] = DataFrame.count) -> tuple[DataFrame, Any]:
+    """(`frame` cached and computed, `measure` of it: by default its row count), the
+    action that measures it computing the cache; its cache released if that fails."""
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return frame, frame.count()
+        return frame, measure(frame)
     except BaseException:
         frame.unpersist()
         raise
