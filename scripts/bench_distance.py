@@ -44,6 +44,11 @@ NOISE = 0.08
 DENSITY_ROWS = 1_000_000
 
 
+def noise_sd(rows: int, constant_density: bool) -> float:
+    """The synthetic noise of `rows` records per side, in standard deviations (`generate`)."""
+    return NOISE * (DENSITY_ROWS / rows) ** (1 / COMPONENTS) if constant_density else NOISE
+
+
 def generate(
     rows: int, seed: int, folder: Path, redraw: float = 0.0, constant_density: bool = False
 ) -> tuple[Path, Path]:
@@ -87,7 +92,7 @@ def generate(
     o.loc[dup, COLUMNS] = o.loc[rng.integers(0, rows, len(dup)), COLUMNS].to_numpy()
     o = o.astype({c: "float64" for c in NUMERIC})
     s = o.copy()
-    noise = NOISE * (DENSITY_ROWS / rows) ** (1 / COMPONENTS) if constant_density else NOISE
+    noise = noise_sd(rows, constant_density)
     for c in NUMERIC:
         s[c] = o[c] + rng.normal(0, noise * float(o[c].std()), rows)
     s["x1"] = np.round(s["x1"])
@@ -242,7 +247,7 @@ def main(args: argparse.Namespace) -> int:
 
     (original_path, synthetic_path), gen_s = timed(
         lambda: generate(args.rows, args.seed, Path(args.data), args.redraw, args.constant_density))
-    noise = NOISE * (DENSITY_ROWS / args.rows) ** (1 / COMPONENTS) if args.constant_density else NOISE
+    noise = noise_sd(args.rows, args.constant_density)
     print(f"data: {args.rows:,} records per side ({', '.join(COLUMNS)}), seed {args.seed}, noise {noise:.4g} sd, "
           f"category redrawn for {args.redraw:.0%} of synthetic records, generated/cached in {gen_s:.1f} s")
     spark, session_s = timed(lambda: build_session("privacy-eval-bench", {
