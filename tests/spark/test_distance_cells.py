@@ -50,14 +50,16 @@ def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records):
     rng = np.random.default_rng(len(case) + cell_records)
     index = INDEXES[case](rng)
     queries = np.vstack([lattice(rng, 50), rng.normal(1.5, 1.5, size=(20, 3))])
-    cells = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records)
-    found, cost = nearest_distances(frame(spark, index), frame(spark, queries, **{ID: np.arange(len(queries))}), NAMES,
-                                    2, cells, 2, len(queries))
+    asked = frame(spark, queries, **{ID: np.arange(len(queries))})
+    cut = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records, asked, len(queries))
+    cells = cut.cells
+    found, cost = nearest_distances(cut, asked, NAMES, 2, 2, len(queries))
     got = found.toPandas().sort_values(ID)
     want = np.sort(brute_distances(queries, index), axis=1)
     want = np.hstack([want, np.full((len(queries), 2), np.inf)])[:, :2]
     assert np.allclose(got[["d1", "d2"]].to_numpy(), want, rtol=CLOSE, atol=CLOSE)
     assert len(got) == len(queries) and cost.cells == cells.n_cells and cost.cells_per_query >= 1
+    assert cut.homes.sum() == len(queries) and len(cut.homes) == cells.n_cells
     if case == "one point":  # every record in one cell, the others empty
         assert cells.n_cells > 1 and (cells.counts[cells.n_cells:] > 0).sum() == 1
     if case == "lattice" and cell_records < 10:
@@ -72,12 +74,13 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
     queries = np.vstack([lattice(rng, 60), rng.normal(1.5, 1.0, size=(20, 3))])
     own = rng.integers(0, len(index), len(queries))
     radius = np.sqrt(((queries - index[own]) ** 2).sum(axis=1))
-    cells = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records)
+    cut = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records, frame(spark, queries), len(queries))
+    cells = cut.cells
     owns = {f"own{c}": index[own, j] for j, c in enumerate(NAMES)}
     placed = frame(spark, queries, **{ID: np.arange(len(queries)), RADIUS: radius}, **owns)
     placed = placed.withColumn(OWN, cells.of([F.col(f"own{c}") for c in NAMES])).drop(*owns)
     cap = 5
-    counts, cost = cloaking_counts(frame(spark, index), placed, NAMES, cells, cap, 2, len(queries))
+    counts, cost = cloaking_counts(cut, placed, NAMES, cap, 2)
     got = counts.toPandas().sort_values(ID)
     d = brute_distances(queries, index)
     tau = TIE * np.maximum(1.0, radius)[:, None]
@@ -97,7 +100,7 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
     if case == "duplicated":  # some queries are settled in their home cell, at the cap ...
         assert settled.any() and (others[settled] >= cap).all()
         # ... and go no further: with a cap nothing reaches, every query visits more cells
-        _, uncapped = cloaking_counts(frame(spark, index), placed, NAMES, cells, 10**6, 2, len(queries))
+        _, uncapped = cloaking_counts(cut, placed, NAMES, 10**6, 2)
         assert uncapped.cells_per_query > cost.cells_per_query
     if cell_records == 1 and case == "lattice":
         assert cost.cells_per_query > 1  # balls reach across cells

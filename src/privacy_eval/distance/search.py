@@ -118,22 +118,58 @@ class SearchCost:
     cells_per_query: float
 
 
-def cut_into_cells(index: DataFrame, names: Sequence[str], n: int, cell_records: int) -> Cells:
-    """The cells of the indexed side (n records, coordinates `names`): 2^depth of them,
-    depth = ceil(log2(n / cell_records)) (at most MAX_DEPTH), each box exact."""
+@dataclass(frozen=True)
+class CutIndex:
+    """The indexed side cut into cells: the `cells`; its `records` (CELL and the
+    coordinates), persisted when there is more than one cell (release them with
+    `unpersist`); and `homes`, per cell, how many queries it is the own cell of, or
+    more (counted over the queries or a superset of them): it sizes the first pass's
+    tasks, and an overcount only cuts a cell's queries into more parts."""
+
+    cells: Cells
+    records: DataFrame
+    homes: np.ndarray
+
+    def unpersist(self) -> None:
+        self.records.unpersist()
+
+
+def cut_into_cells(
+    index: DataFrame, names: Sequence[str], n: int, cell_records: int, queries: DataFrame, m: int
+) -> CutIndex:
+    """The indexed side (n records, coordinates `names`) cut into 2^depth cells, depth =
+    ceil(log2(n / cell_records)) (at most MAX_DEPTH), each box exact: one job places the
+    records in their cells (cached: the passes of a search read them from there), takes
+    the cells' boxes and counts the `queries` (m records, or more) per home cell."""
     depth = 0 if n <= cell_records else min(MAX_DEPTH, math.ceil(math.log2(n / cell_records)))
     dims, splits = _planes(index, names, n, depth)
     axes = tuple(sorted({d for d, v in zip(dims[1:], splits[1:]) if math.isfinite(v)}))
-    planes = Cells(depth, dims, splits, axes, np.zeros(0), np.zeros(0), np.zeros(0))
-    rows = index.groupBy(planes.of([F.col(c) for c in names]).alias(CELL)).agg(
-        F.count(F.lit(1)).alias("n"),
-        *(F.min(names[a]).alias(f"lo{a}") for a in axes),
-        *(F.max(names[a]).alias(f"hi{a}") for a in axes),
-    ).collect()
     nodes, leaves = 2 ** (depth + 1), 2**depth
     lo, hi = np.full((nodes, len(axes)), np.inf), np.full((nodes, len(axes)), -np.inf)
     counts = np.zeros(nodes, dtype=np.int64)
+    planes = Cells(depth, dims, splits, axes, lo, hi, counts)  # lo, hi and counts filled below
+    if depth == 0:
+        counts[1] = n
+        return CutIndex(planes, index.select(F.lit(0).cast("int").alias(CELL), *names), np.array([m]))
+    records = index.select(planes.of([F.col(c) for c in names]).alias(CELL), *names).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    side = "__indexed"
+    both = records.select(F.lit(True).alias(side), CELL, *names).unionByName(
+        queries.select(F.lit(False).alias(side), planes.of([F.col(c) for c in names]).alias(CELL), *names))
+    try:
+        rows = both.groupBy(side, CELL).agg(
+            F.count(F.lit(1)).alias("n"),
+            *(F.min(names[a]).alias(f"lo{a}") for a in axes),
+            *(F.max(names[a]).alias(f"hi{a}") for a in axes),
+        ).collect()
+    except BaseException:
+        records.unpersist()
+        raise
+    homes = np.zeros(leaves, dtype=np.int64)
     for row in rows:
+        if not row[side]:
+            homes[int(row[CELL])] = int(row["n"])
+            continue
         leaf = leaves + int(row[CELL])
         counts[leaf] = int(row["n"])
         lo[leaf] = [float(row[f"lo{a}"]) for a in axes]
@@ -142,7 +178,7 @@ def cut_into_cells(index: DataFrame, names: Sequence[str], n: int, cell_records:
         lo[node] = np.minimum(lo[2 * node], lo[2 * node + 1])
         hi[node] = np.maximum(hi[2 * node], hi[2 * node + 1])
         counts[node] = counts[2 * node] + counts[2 * node + 1]
-    return Cells(depth, dims, splits, axes, lo, hi, counts)
+    return CutIndex(planes, records, homes)
 
 
 def _planes(index: DataFrame, names: Sequence[str], n: int, depth: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
@@ -168,11 +204,12 @@ def _planes(index: DataFrame, names: Sequence[str], n: int, depth: int) -> tuple
 
 
 def nearest_distances(
-    index: DataFrame, queries: DataFrame, names: Sequence[str], n_nearest: int, cells: Cells, tasks: int, m: int
+    index: CutIndex, queries: DataFrame, names: Sequence[str], n_nearest: int, tasks: int, m: int
 ) -> tuple[DataFrame, SearchCost]:
     """(ID, d1[, d2]) per query: its `n_nearest` (1 or 2) smallest distances to the
     indexed records (inf when there are fewer), persisted; and what the search cost.
-    `index` and `queries` hold the coordinates `names`, `queries` (m records) also ID."""
+    `queries` (m records) hold ID and the coordinates `names`."""
+    cells = index.cells
     outs = [f"d{j + 1}" for j in range(n_nearest)]
 
     def first_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
@@ -194,9 +231,9 @@ def nearest_distances(
 
     found = {o: "double" for o in outs}
     at_home = queries.select(ID, *names, cells.of([F.col(c) for c in names]).alias(CELL))
-    homes = _route_counts(at_home, cells) if cells.depth else np.array([m])
     carried = [ID, CELL, *names] if cells.depth else [ID]
-    searched = _searched(index, names, cells, at_home, homes, tasks, first_search, _schema(queries, carried, found))
+    searched = _searched(index.records, names, at_home, index.homes, tasks, first_search,
+                         _schema(queries, carried, found))
     if not cells.depth:
         return _persisted(searched)[0], SearchCost(1, 1.0)
     first, routes = _persisted_routes(searched, cells)
@@ -207,25 +244,25 @@ def nearest_distances(
             ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
         )
 
-    result, _ = _second_pass(index, names, cells, first, routes, [ID, *names], tasks, later_search,
+    result, _ = _second_pass(index.records, names, first, routes, [ID, *names], tasks, later_search,
                              _schema(queries, [ID], found), outs, nearest_over_cells)
     return result, SearchCost(cells.n_cells, (m + int(routes.sum())) / max(1, m))
 
 
 def cloaking_counts(
-    index: DataFrame, queries: DataFrame, names: Sequence[str], cells: Cells, cap: int, tasks: int, n_queries: int
+    index: CutIndex, queries: DataFrame, names: Sequence[str], cap: int, tasks: int
 ) -> tuple[DataFrame, SearchCost]:
     """(ID, hidden, others) per query, persisted, and what the search cost: whether a
     synthetic record other than its own is closer than its radius RADIUS (5.2), and how
-    many other synthetic records are closer than or tied with it (LC_i). `index` holds
-    the coordinates; `queries` (at most `n_queries` records) ID, RADIUS, OWN (the cell
-    of its own synthetic record) and the coordinates. The own record is tied with the
+    many other synthetic records are closer than or tied with it (LC_i). `queries` hold
+    ID, RADIUS, OWN (the cell of its own synthetic record) and the coordinates. The own record is tied with the
     radius by construction (RADIUS is its distance), so its cell counts one fewer.
     min(`others`, `cap`) is exact, and `others` itself whenever `hidden` is false.
 
     In cells, a first pass counts in each query's home cell; a query that cell settles
     (see `first_count`) is not sent further, so a record whose ball holds many records
     pays for them in one cell, not in every cell its ball reaches."""
+    cells = index.cells
 
     def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         # The own record and up to cap + 1 others: enough to tell whether a cell reaches the cap.
@@ -268,23 +305,18 @@ def cloaking_counts(
         return np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
 
     schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
+    at_home = queries.withColumn(CELL, cells.of([F.col(c) for c in names]))
     if cells.depth == 0:
-        routed = queries.withColumn(CELL, F.lit(0).cast("int"))
-        found, _ = _persisted(_searched(index, names, cells, routed, np.array([n_queries]), tasks, count, schema))
+        found, _ = _persisted(_searched(index.records, names, at_home, index.homes, tasks, count, schema))
         return found, SearchCost(1, 1.0)
-    # Cached: the queries (a join, in the pipeline) are read twice, to count their routes and to search.
-    at_home, homes = _persisted_routes(queries.withColumn(CELL, cells.of([F.col(c) for c in names])), cells)
     first_schema = _schema(queries, [ID, RADIUS, OWN, CELL, *names], {"hidden": "boolean", "others": "long"})
-    try:
-        first, routes = _persisted_routes(
-            _searched(index, names, cells, at_home, homes, tasks, first_count, first_schema), cells)
-    finally:
-        at_home.unpersist()
+    first, routes = _persisted_routes(
+        _searched(index.records, names, at_home, index.homes, tasks, first_count, first_schema), cells)
 
     def summed_over_cells(answers: DataFrame) -> DataFrame:
         return answers.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
 
-    result, n = _second_pass(index, names, cells, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
+    result, n = _second_pass(index.records, names, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
                              ["hidden", "others"], summed_over_cells)
     return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
 
@@ -303,7 +335,7 @@ def _first_pass_rows(
 
 
 def _second_pass(
-    index: DataFrame, names: Sequence[str], cells: Cells, first: DataFrame, routes: np.ndarray,
+    records: DataFrame, names: Sequence[str], first: DataFrame, routes: np.ndarray,
     carried: Sequence[str], tasks: int, fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
     outs: Sequence[str], over_cells: Callable[[DataFrame], DataFrame],
 ) -> tuple[DataFrame, int]:
@@ -313,7 +345,7 @@ def _second_pass(
     the answers the first pass settled: (the result, persisted; its rows)."""
     try:
         routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
-        later = _searched(index, names, cells, routed, routes, tasks, fn, schema)
+        later = _searched(records, names, routed, routes, tasks, fn, schema)
         to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
         result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge)))
     finally:
@@ -322,20 +354,20 @@ def _second_pass(
 
 
 def _searched(
-    index: DataFrame, names: Sequence[str], cells: Cells, routed: DataFrame, route_counts: np.ndarray, tasks: int,
+    records: DataFrame, names: Sequence[str], routed: DataFrame, route_counts: np.ndarray, tasks: int,
     fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
 ) -> DataFrame:
     """`fn(cell's records, its queries)` per cell and part: the queries (CELL = the cell
     to search) cut into parts of at most QUERY_ROWS, and into enough parts overall to
-    keep `tasks` cores busy; each part meets a copy of its cell's records. Both sides'
-    group keys are ints: cogroup does not unify types, and an int and a long of equal
-    value hash to different partitions (the groups would never meet)."""
+    keep `tasks` cores busy; each part meets a copy of its cell's records (`records`:
+    CELL and the coordinates). Both sides' group keys are ints: cogroup does not unify
+    types, and an int and a long of equal value hash to different partitions (the
+    groups would never meet)."""
     total = int(route_counts.sum())
     per_part = max(1, min(QUERY_ROWS, math.ceil(total / max(1, tasks))))
     parts = F.array(*(F.lit(int(math.ceil(c / per_part))) for c in route_counts))
     cell = F.col(CELL)
-    placed = index.select(cells.of([F.col(c) for c in names]).alias(CELL), *names).filter(parts[cell] > 0)
-    idx = placed.select(CELL, F.explode(F.sequence(F.lit(0), parts[cell] - 1)).alias(PART), *names)
+    idx = records.filter(parts[cell] > 0).select(CELL, F.explode(F.sequence(F.lit(0), parts[cell] - 1)).alias(PART), *names)
     qry = routed.withColumn(PART, F.pmod(F.xxhash64(F.col(ID), F.lit("part")), parts[cell]).cast("int"))
     return idx.groupBy(CELL, PART).cogroup(qry.groupBy(CELL, PART)).applyInPandas(fn, schema)
 
