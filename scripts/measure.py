@@ -9,6 +9,7 @@ import os
 import platform
 import threading
 import time
+from typing import TypeVar
 
 
 def machine() -> str:
@@ -22,6 +23,9 @@ def timed(fn):
     return value, time.perf_counter() - started
 
 
+_Sampled = TypeVar("_Sampled", bound="_Sampling")  # typing.Self needs Python 3.11
+
+
 class _Sampling:
     """Reads this process's descendants from /proc every 0.2 s in a thread while the
     block runs, handing each reading to `_sample`."""
@@ -30,7 +34,7 @@ class _Sampling:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
+    def __enter__(self: _Sampled) -> _Sampled:
         self._thread.start()
         return self
 
