@@ -4,7 +4,8 @@
 Every search asks, for each record of a *query* side, about its neighbours on an
 *indexed* side. The indexed side is cut into cells (`cut_into_cells`): k-d planes
 chosen on a deterministic sample of it, each record placed in its cell by a Spark
-expression, each cell's exact bounding box from one aggregation. A query is sent only
+expression (once per search: the placed records are cached), each cell's exact
+bounding box from one aggregation. A query is sent only
 to the cells whose box lies within its bound; there a k-d tree over the cell's records
 answers it, and the answers are merged per query. A record of a cell not searched lies
 in that cell's box, farther from the query than the bound, so:
