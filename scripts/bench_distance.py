@@ -204,23 +204,22 @@ def profile_spark(
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]
     lap("project both sides + cache + count")
-    cut = cut_into_cells(o, names, n, cell_records or CELL_RECORDS, s, m)
-    lap(f"cells of the original ({cut.cells.n_cells})")
-    near, cost = nearest_distances(cut, s, names, 2, tasks, m)
-    cut.unpersist()
+    with cut_into_cells(o, names, n, cell_records or CELL_RECORDS, s, m) as cut:
+        lap(f"cells of the original ({cut.cells.n_cells})")
+        near, cost = nearest_distances(cut, s, names, 2, tasks, m)
     lap(f"DCR/NNDR search, k = 2 ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     closest_figures(near, n)
     lap("DCR/NNDR figures (exact medians, histogram)")
-    cut = cut_into_cells(s, names, m, cell_records or CELL_RECORDS, o, n)
-    lap(f"cells of the synthetic side ({cut.cells.n_cells})")
-    paired = dm._paired_radii(o, s, names, cut.cells).persist(StorageLevel.MEMORY_AND_DISK)
-    paired.count()
-    lap("paired radii (join on the key)")
-    counts, cost = cloaking_counts(cut, paired, names, CAP, tasks)
+    with cut_into_cells(s, names, m, cell_records or CELL_RECORDS, o, n) as cut:
+        lap(f"cells of the synthetic side ({cut.cells.n_cells})")
+        paired = dm._paired_radii(o, s, names, cut.cells).persist(StorageLevel.MEMORY_AND_DISK)
+        paired.count()
+        lap("paired radii (join on the key)")
+        counts, cost = cloaking_counts(cut, paired, names, CAP, tasks)
     lap(f"cloaking ball counts ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     cloaking_figures(counts, CAP)
     lap("cloaking figures")
-    for frame in (o, s, near, cut.records, paired, counts):
+    for frame in (o, s, near, paired, counts):
         frame.unpersist()
     inputs.unpersist()
     return steps

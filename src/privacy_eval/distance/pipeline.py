@@ -115,26 +115,22 @@ def distance_metrics(
         result: dict[str, Any] = {}
         costs: dict[str, SearchCost] = {}
         if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
-            cut = cut_into_cells(o, names, n, cell_records, s, m)
-            cached.append(cut.records)
-            near, costs["closest"] = nearest_distances(cut, s, names, 2, tasks, m)
+            with cut_into_cells(o, names, n, cell_records, s, m) as cut:
+                near, costs["closest"] = nearest_distances(cut, s, names, 2, tasks, m)
             cached.append(near)
-            cut.unpersist()  # the results are cached: free the memory for the next search
             if any(c in chosen for c in CLOSEST):
                 result["closest"] = closest_figures(near, n)
             if h is not None:
                 n_h = sizes["holdout"][0]
-                held = cut_into_cells(h, names, n_h, cell_records, s, m)
-                cached.append(held.records)
-                to_holdout, costs["holdout"] = nearest_distances(held, s, names, 1, tasks, m)
+                with cut_into_cells(h, names, n_h, cell_records, s, m) as held:
+                    to_holdout, costs["holdout"] = nearest_distances(held, s, names, 1, tasks, m)
                 cached.append(to_holdout)
-                held.unpersist()
                 result["holdout"] = holdout_figures(near, to_holdout, ID, n, n_h)
         if any(c in chosen for c in CLOAKING):
             # The originals stand for their paired records in the home counts: at least as many.
-            cut = cut_into_cells(s, names, m, cell_records, o, n)
-            cached.append(cut.records)
-            counts, costs["cloaking"] = cloaking_counts(cut, _paired_radii(o, s, names, cut.cells), names, cap, tasks)
+            with cut_into_cells(s, names, m, cell_records, o, n) as cut:
+                counts, costs["cloaking"] = cloaking_counts(cut, _paired_radii(o, s, names, cut.cells), names, cap,
+                                                            tasks)
             cached.append(counts)
             if counts.count() > 0:
                 result["cloaking"] = cloaking_figures(counts, cap)

@@ -122,16 +122,20 @@ class SearchCost:
 @dataclass(frozen=True)
 class CutIndex:
     """The indexed side cut into cells: the `cells`; its `records` (CELL and the
-    coordinates), persisted when there is more than one cell (release them with
-    `unpersist`); and `homes`, per cell, how many queries it is the own cell of, or
-    more (counted over the queries or a superset of them): it sizes the first pass's
-    tasks, and an overcount only cuts a cell's queries into more parts."""
+    coordinates), persisted when there is more than one cell (a context manager: they
+    are released on leaving the `with` block); and `homes`, per cell, how many queries it
+    is the own cell of, or more (counted over the queries or a superset of them): it
+    sizes the first pass's tasks, and an overcount only cuts a cell's queries into more
+    parts."""
 
     cells: Cells
     records: DataFrame
     homes: np.ndarray
 
-    def unpersist(self) -> None:
+    def __enter__(self) -> CutIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self.records.unpersist()
 
 
@@ -256,9 +260,10 @@ def cloaking_counts(
     """(ID, hidden, others) per query, persisted, and what the search cost: whether a
     synthetic record other than its own is closer than its radius RADIUS (5.2), and how
     many other synthetic records are closer than or tied with it (LC_i). `queries` hold
-    ID, RADIUS, OWN (the cell of its own synthetic record) and the coordinates. The own record is tied with the
-    radius by construction (RADIUS is its distance), so its cell counts one fewer.
-    min(`others`, `cap`) is exact, and `others` itself whenever `hidden` is false.
+    ID, RADIUS, OWN (the cell of its own synthetic record) and the coordinates. The own
+    record is tied with the radius by construction (RADIUS is its distance), so its cell
+    counts one fewer. min(`others`, `cap`) is exact, and `others` itself whenever
+    `hidden` is false.
 
     In cells, a first pass counts in each query's home cell; a query that cell settles
     (see `first_count`) is not sent further, so a record whose ball holds many records
