@@ -1,7 +1,7 @@
 """DataFrame steps that several modules share: column references, counting equal rows
 across the two tables (whole, or by row digests when they are wide), the task count of
-shuffles of whole rows, distinct values per column, exact sums of 64-bit hashes, and
-small frames built on the driver.
+shuffles of whole rows, distinct values per column, exact sums of 64-bit hashes and
+exact moments of doubles, and small frames built on the driver.
 
 Equality is the spec's "exact and null-safe": two nulls match, two NaNs match, -0.0
 matches 0.0. Spark's grouping keys and `<=>` already behave this way for doubles
@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from fractions import Fraction
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -158,6 +160,102 @@ def rescaled_moments(
         *(F.avg(x[i]).alias(f"m{i}") for i in chosen), *(sd(x[i]).alias(f"s{i}") for i in chosen)
     ).collect()[0]
     return {i: (row[f"m{i}"], row[f"s{i}"]) for i in chosen}
+
+
+# Exact moments: a finite double is m·2^q, m an integer below 2^53 and q the unit of its
+# last place (-1074 at least). Summed per column and q, in slices of m small enough that
+# long sums cannot overflow below 2^42 rows, then recombined on the driver as integers.
+_UNIT_BITS, _UNITS = 18, 3    # m in 3 slices of 18 bits (its first moment)
+_SQUARE_BITS, _SQUARES = 9, 6  # m in 6 slices of 9 bits: m^2 = sum over w of 2^(9w) sum_(i+j=w) s_i s_j
+_LEAST_UNIT = -1074
+
+
+@dataclass(frozen=True)
+class ExactMoments:
+    """Count, min, max, sum and sum of squares of a column's finite values, the sums
+    exact (integers in units of 2^-2148): the same under any partitioning or row order,
+    unlike a sum of doubles, whose last bits depend on the order of its additions."""
+
+    count: int
+    low: float | None
+    high: float | None
+    total: int    # sum of x, times 2^1074
+    squares: int  # sum of x^2, times 2^2148
+
+    def mean(self, exponent: int = 0) -> float | None:
+        """The mean, in units of 2^exponent (frames.binary_exponent), rounded once."""
+        if not self.count:
+            return None
+        return float(Fraction(self.total, self.count) * _power(-_LEAST_UNIT + exponent))
+
+    def sd(self, exponent: int = 0, ddof: int = 1) -> float | None:
+        """sqrt(sum of squared deviations / (count - ddof)), in units of 2^exponent:
+        exact up to the square root's rounding; None below ddof + 1 values."""
+        if self.count <= ddof:
+            return None
+        deviations = Fraction(self.squares) - Fraction(self.total * self.total, self.count)  # times 2^2148
+        variance = deviations / (self.count - ddof) * _power(2 * (-_LEAST_UNIT + exponent))  # in units^2
+        return _square_root(variance)
+
+
+def _power(k: int) -> Fraction:
+    """2^-k, exactly."""
+    return Fraction(1, 1 << k) if k >= 0 else Fraction(1 << -k)
+
+
+def _square_root(x: Fraction) -> float:
+    """sqrt(x) for x >= 0, to 64 bits before the rounding to a double (math.isqrt)."""
+    if x <= 0:
+        return 0.0
+    shift = max(0, 128 - (x.numerator.bit_length() - x.denominator.bit_length()))
+    shift += shift % 2
+    root = math.isqrt((x.numerator << shift) // x.denominator)
+    return float(Fraction(root, 1 << (shift // 2)))
+
+
+def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
+    """`ExactMoments` of each column's finite values (`finite_double`), in one
+    aggregation (grouped by column and q: a few thousand groups at most)."""
+    if not names:
+        return []
+    value = F.explode(F.array(*(F.struct(F.lit(i).alias("i"), finite_double(c).alias("x")) for i, c in enumerate(names))))
+    x = F.col("v.x")
+    a = F.abs(x)
+    guess = F.floor(F.log2(a)).cast("int")  # within one of the binary exponent
+    exponent = (F.when(F.pow(F.lit(2.0), guess) > a, guess - 1)
+                .when(F.pow(F.lit(2.0), guess + 1) <= a, guess + 1).otherwise(guess))
+    q = F.when(a == 0, 0).otherwise(F.greatest(exponent - 52, F.lit(_LEAST_UNIT)))
+    m = F.when(a == 0, 0).otherwise(a / F.pow(F.lit(2.0), q)).cast("long")  # exact: an integer below 2^53
+    sign = F.signum(x).cast("long")
+
+    def piece(bits: int, k: int) -> Column:
+        return F.shiftright(F.col("m"), bits * k).bitwiseAND(F.lit((1 << bits) - 1))
+
+    pieces = [piece(_SQUARE_BITS, k) for k in range(_SQUARES)]
+
+    def weighing(w: int) -> Column:  # the products s_i s_j with i + j = w
+        return sum(pieces[i] * pieces[w - i] for i in range(_SQUARES) if 0 <= w - i < _SQUARES)
+
+    rows = (
+        frame.select(value.alias("v")).where(x.isNotNull())
+        .select(F.col("v.i").alias("i"), x.alias("x"), q.alias("q"), m.alias("m"), sign.alias("sign"))
+        .groupBy("i", "q").agg(
+            F.count(F.lit(1)).alias("n"), F.min("x").alias("low"), F.max("x").alias("high"),
+            *(F.sum(F.col("sign") * piece(_UNIT_BITS, k)).alias(f"u{k}") for k in range(_UNITS)),
+            *(F.sum(weighing(w)).alias(f"w{w}") for w in range(2 * _SQUARES - 1)),
+        ).collect()
+    )
+    count, total, squares = [0] * len(names), [0] * len(names), [0] * len(names)
+    low: list[float | None] = [None] * len(names)
+    high: list[float | None] = [None] * len(names)
+    for row in rows:
+        i, q_ = row["i"], row["q"]
+        count[i] += row["n"]
+        low[i] = row["low"] if low[i] is None else min(low[i], row["low"])
+        high[i] = row["high"] if high[i] is None else max(high[i], row["high"])
+        total[i] += sum(row[f"u{k}"] << (_UNIT_BITS * k) for k in range(_UNITS)) << (q_ - _LEAST_UNIT)
+        squares[i] += sum(row[f"w{w}"] << (_SQUARE_BITS * w) for w in range(2 * _SQUARES - 1)) << 2 * (q_ - _LEAST_UNIT)
+    return [ExactMoments(count[i], low[i], high[i], total[i], squares[i]) for i in range(len(names))]
 
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:

@@ -4,6 +4,10 @@ follows the content, not the order."""
 
 from __future__ import annotations
 
+import math
+import random
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -113,6 +117,36 @@ def test_input_row_order_changes_nothing(spark, tables, baseline):
 
 def test_repeated_run_changes_nothing(spark, tables, baseline):
     assert_same(snapshot(evaluate(spark, *tables)), baseline)
+
+
+def test_a_value_on_a_bin_edge_keeps_its_bin_under_any_partitioning(spark, sql_conf):
+    """KPR's grid from exact sums: a synthetic value within a few ulps of a bin edge (of
+    the grid a sum of doubles gives under one partitioning) lands in the same bin under
+    any, the one the exact mean and sd give."""
+    rng = random.Random(3)
+    values = list(dict.fromkeys(rng.choice([0.1, 0.2, 0.3, 0.7, 1.1, 2.3, 0.01, 3.7]) * rng.randint(1, 97)
+                                for _ in range(60)))  # distinct: every original record is in U
+    edge = 2.499629691644632
+    config = MetricsConfig(knowledge_protection=KnowledgeProtectionConfig(known_variables=["x"]))
+    found = set()
+    for partitions in ("1", "2", "3"):
+        sql_conf({"spark.sql.shuffle.partitions": partitions})
+        inputs = prepare_inputs(spark.createDataFrame(list(enumerate(values)), "id long, x double"),
+                                spark.createDataFrame([(1000, edge)], "id long, x double"), row_key="id")
+        try:
+            (kpr,) = evaluate_inputs(inputs, config).metrics
+        finally:
+            inputs.unpersist()
+        found.add((kpr.numerator, kpr.details["bins"]["x"]["step"], kpr.details["bins"]["x"]["origin"]))
+    exact = [Fraction(v) for v in values]
+    n, mean = len(exact), sum(exact) / len(exact)
+    step = 0.05 * float(mean)
+    origin = min(values) - math.sqrt(float(sum((x - mean) ** 2 for x in exact) / (n - 1))) / 10.0
+
+    def bin_of(x: float) -> float:
+        return math.floor((x - origin) / step)
+
+    assert found == {(sum(bin_of(v) == bin_of(edge) for v in values), step, origin)}
 
 
 def test_fingerprint_follows_content_not_order(spark, tables):

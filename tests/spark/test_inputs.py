@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import decimal
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +14,7 @@ from pyspark.sql import functions as F
 from privacy_eval.columns import KEY
 from privacy_eval.config import Source
 from privacy_eval.errors import InputError
+from privacy_eval.frames import exact_moments
 from privacy_eval.frames import from_slice_sums as _from_slice_sums
 from privacy_eval.frames import long_slices as _long_slices
 from privacy_eval.inputs import InputPassWork, prepare_inputs
@@ -230,6 +234,35 @@ def test_row_hashes_are_summed_exactly_beyond_the_range_of_a_long(spark):
     for v in values:  # and each value alone
         one = spark.createDataFrame([(v,)], "h long").select(*_long_slices(F.col("h"))).collect()[0]
         assert _from_slice_sums(list(one)) == v
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_moments_are_summed_exactly_from_the_smallest_to_the_largest_double(spark, partitions):
+    """exact_moments: count, min, max, and mean and sd rounded once from exact sums
+    (Python's fractions are the expectation), over subnormals, the largest doubles,
+    zeros of both signs and values whose double sums would cancel; nulls, NaN and
+    infinities left out."""
+    finite = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308, 0.0, -0.0,
+              1e-300, 3.0, 2.0**52 + 1, 0.1, 0.2, 0.3, -7.25]
+    rows = [(x, 1.0 if i % 2 else None) for i, x in enumerate(finite + [float("nan"), float("inf"), None])]
+    frame = spark.createDataFrame(rows, "x double, y double").repartition(partitions)
+    x, y = exact_moments(frame, ["x", "y"])
+    exact = [Fraction(v) for v in finite]
+    n, mean = len(exact), sum(exact) / len(exact)
+    variance = (sum(v * v for v in exact) - sum(exact) ** 2 / n) / (n - 1)
+    assert (x.count, x.low, x.high) == (n, min(finite), max(finite))
+    assert x.mean() == float(mean) and x.mean(10) == float(mean / 2**10)
+
+    def root(v: Fraction) -> float:  # to 60 digits, then rounded
+        with decimal.localcontext(decimal.Context(prec=60)):
+            return float((decimal.Decimal(v.numerator) / decimal.Decimal(v.denominator)).sqrt())
+
+    # in units of 2^1024, where the variance of values near the largest double fits a double
+    assert x.sd(1024) == root(variance / 2**2048)
+    assert x.sd(1024, ddof=0) == root(variance * (n - 1) / n / 2**2048)
+    assert (y.count, y.mean(), y.sd()) == (8, 1.0, 0.0)
+    (nothing,) = exact_moments(frame.filter("x IS NULL"), ["x"])
+    assert (nothing.count, nothing.low, nothing.mean(), nothing.sd()) == (0, None, None, None)
 
 
 def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.errors import InputError
-from privacy_eval.frames import binary_exponent, finite_double, qcol, rescaled, rescaled_moments
+from privacy_eval.frames import binary_exponent, exact_moments, finite_double, qcol, rescaled
 
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest values of a known variable in U from which its grid (step, origin) is published.
@@ -62,31 +62,19 @@ def bin_grids(
     One aggregation over U; only these few numbers reach the driver. Nulls, NaNs and
     infinities are left out of the statistics (NaN would poison the mean, an infinity
     the mean, sd and origin alike); each still gets a bin of its own in the profiles.
-    A variable whose values are too large or too small in size for native moments
-    (frames.RESCALE_ABOVE) gets them from one more aggregation, on x·2^-e.
+    Mean and sd come from exact sums (`frames.exact_moments`), rounded once: a value on
+    a bin edge stays in its bin under any partitioning, which a sum of doubles, whose
+    last bits follow the order of its additions, would not promise. A variable whose
+    values are too large or too small in size for doubles' moments (frames.RESCALE_ABOVE)
+    gets its grid in units of 2^e.
     """
     if not numeric_known:
         return ()
-    aggregates = []
-    for i, v in enumerate(numeric_known):
-        x = finite_double(v)
-        aggregates += [
-            F.avg(x).alias(f"mean{i}"),
-            F.stddev_samp(x).alias(f"sd{i}"),
-            F.min(x).alias(f"min{i}"),
-            F.count(x).alias(f"count{i}"),
-            F.max(x).alias(f"max{i}"),
-        ]
-    stats = singletons.agg(*aggregates).collect()[0].asDict()
-    exponents = [
-        binary_exponent(max(abs(stats[f"min{i}"]), abs(stats[f"max{i}"]))) if stats[f"min{i}"] is not None else 0
-        for i in range(len(numeric_known))
-    ]
-    for i, (mean, sd) in rescaled_moments(singletons, numeric_known, exponents, F.stddev_samp).items():
-        stats[f"mean{i}"], stats[f"sd{i}"] = mean, sd
     grids = []
-    for i, v in enumerate(numeric_known):
-        mean, sd, low, e = stats[f"mean{i}"], stats[f"sd{i}"], stats[f"min{i}"], exponents[i]
+    for v, moments in zip(numeric_known, exact_moments(singletons, numeric_known)):
+        low = moments.low
+        e = binary_exponent(max(abs(low), abs(moments.high))) if low is not None else 0
+        mean, sd = moments.mean(e), moments.sd(e)
         if v in bin_width:
             step, source = math.ldexp(float(bin_width[v]), -e), "configured"
         else:
@@ -105,7 +93,7 @@ def bin_grids(
         spread = sd if sd is not None and math.isfinite(sd) else 0.0
         grid = BinGrid(
             variable=v, step=step, origin=math.ldexp(low, -e) - spread / 10.0, step_source=source,
-            support=int(stats[f"count{i}"]), exponent=e,
+            support=moments.count, exponent=e,
         )
         try:
             grid.published()
