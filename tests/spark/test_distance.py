@@ -122,6 +122,26 @@ def test_the_same_figures_under_any_partitioning_row_order_and_cells(spark, ties
         assert math.isclose(value, baseline[name], rel_tol=CLOSE, abs_tol=CLOSE), (name, value, baseline[name])
 
 
+# Three distinct originals, (1, 1, a), (1, 1, c) and (1, 1, d), fall on one point of the
+# one-component space (in exact arithmetic; in float64 their distances are 0 or about
+# 1e-15 depending on the order of the fit's sums). Six synthetic records sit there: d1 =
+# d2 = 0, ratio 1; the seventh, a copy of (2, 0, b), has d1 = 0 and d2 = 2.5, ratio 0.
+COINCIDING = (
+    [(0, 2, 0, "b"), (1, 1, 1, "d"), (2, 1, 1, "a"), (3, 1, 1, "c"), (4, 2, 1, "d"), (5, 1, 0, "d"), (6, 1, 1, "a")],
+    [(0, 2, 0, "b"), (1, 2, 1, "d"), (2, 1, 1, "a"), (3, 1, 1, "c"), (4, 2, 1, "d"), (5, 1, 0, "d"), (6, 2, 1, "d")],
+)
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7])
+def test_originals_on_one_point_of_the_space_have_a_ratio_of_one_under_any_partitioning(spark, partitions):
+    schema = "id long, x0 long, x1 long, c0 string"
+    o, s = (spark.createDataFrame(rows, schema).repartition(partitions) for rows in COINCIDING)
+    inputs = prepare_inputs(o, s, row_key="id")
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric,
+                              ["nearest_neighbour_distance_ratio"], components=1)
+    assert (result.closest.nndr, result.closest.below_half_share, result.closest.zero_share) == (1.0, 1 / 7, 1.0)
+
+
 def _bundled(spark, name: str, original_options: dict, synthetic_file: str, exclude: list[str], categorical=()):
     o = read_table(spark, Source(path=str(DATA / name / "original.csv"), options=original_options), "original",
                    with_position=True)

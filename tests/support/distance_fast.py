@@ -194,7 +194,7 @@ def distance_fast(
         d1 = cKDTree(xo).query(xs, k=1, workers=workers)[0] if n else np.full(m, np.inf)
         d2 = np.full(m, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(d2 == 0.0, 1.0, d1 / d2)
+        ratio = np.where(d2 <= TIE_REL, 1.0, d1 / d2)  # d2 tied with 0 (docs/metrics.md)
     lap("dcr_nndr_search")
 
     # Hidden rate and local cloaking: pairs, radii, ball counts against the synthetic tree.

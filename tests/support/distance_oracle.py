@@ -24,7 +24,8 @@ over every synthetic j ≠ a_i (unpaired synthetic records included):
 
 Distance to closest record and nearest-neighbour distance ratio, per synthetic s over all
 originals: d1, d2 the two smallest distances, DCR = median d1, NNDR = median d1/d2 (:= 1
-when d2 = 0).
+when d2 is tied with 0, d2 <= 1e-9: the job's documented reading of "d2 = 0", which
+rounding in the space would otherwise decide).
 
 Holdout distance share: (#{d_O closer than d_H} + ½·#{d_O tied with d_H}) / m, expected n/(n + n_H).
 """
@@ -301,7 +302,7 @@ def distance_reference(
     # DCR and NNDR: two smallest distances from each synthetic record to the originals.
     d1, d2 = _two_smallest(d_os)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(d2 == 0.0, 1.0, d1 / d2)
+        ratio = np.where(d2 <= TIE_REL, 1.0, d1 / d2)  # d2 tied with 0 (docs/metrics.md)
     have_d2 = n >= 2 and m > 0
 
     out: dict[str, Any] = {

@@ -116,11 +116,13 @@ def _binned_counts(counts: list[tuple[int, int]], bins: int = HISTOGRAM_BINS) ->
 
 def closest_figures(nearest: DataFrame, n_original: int) -> ClosestFigures:
     """From (d1, d2) per synthetic record: the DCR and NNDR figures (5.4)."""
-    ratio = F.when(F.col("d2") == 0, 1.0).otherwise(F.col("d1") / F.col("d2"))
+    # Every boundary under the tie rule (5.2): a ratio of exactly 1/2 in exact arithmetic
+    # comes out 1/2 +- 1e-16 depending on the summation order of the fit, hence on the
+    # partitioning, and so does a d2 of 0 (two distinct originals on one point of the
+    # space) come out 0 or 1e-15, a ratio of 1 or 0; the tolerance makes the figures
+    # independent of it.
+    ratio = F.when(F.col("d2") <= TIE, 1.0).otherwise(F.col("d1") / F.col("d2"))
     frame = nearest.select("d1", ratio.alias("ratio"))
-    # Both boundaries under the tie rule (5.2): a ratio of exactly 1/2 in exact
-    # arithmetic comes out 1/2 +- 1e-16 depending on the summation order of the fit,
-    # hence on the partitioning; the tolerance makes the count independent of it.
     counts = frame.agg(
         F.count(F.lit(1)).alias("m"), F.count(F.when(F.col("d1") <= TIE, 1)).alias("zero"),
         F.count(F.when(F.col("ratio") < 0.5 - TIE * 1.0, 1)).alias("below"), F.max("d1").alias("top"),
