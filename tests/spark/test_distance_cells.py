@@ -11,9 +11,20 @@ import pytest
 from pyspark.sql import functions as F
 
 from privacy_eval.columns import KEY
-from privacy_eval.distance import distance_metrics
+from privacy_eval.distance import distance_metrics, search
 from privacy_eval.distance.kernel import TIE
-from privacy_eval.distance.search import ID, OWN, RADIUS, cloaking_counts, cut_into_cells, nearest_distances
+from privacy_eval.distance.search import (
+    CELL,
+    ID,
+    OWN,
+    PART,
+    RADIUS,
+    TASK,
+    _searched,
+    cloaking_counts,
+    cut_into_cells,
+    nearest_distances,
+)
 from privacy_eval.inputs import prepare_inputs
 from tests.spark.test_distance import ALL, CLOSE, _assert_agrees, _figures
 from tests.support.distance_oracle import distance_reference, tie_fixture
@@ -46,7 +57,9 @@ INDEXES = {
 
 @pytest.mark.parametrize("cell_records", [1, 7])
 @pytest.mark.parametrize("case", sorted(INDEXES))
-def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records):
+def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records, monkeypatch):
+    if cell_records == 7:  # the partitioning of Spark before 4.1: tasks hashed into partitions
+        monkeypatch.setattr(search, "DIRECT_PARTITIONS", False)
     rng = np.random.default_rng(len(case) + cell_records)
     index = INDEXES[case](rng)
     queries = np.vstack([lattice(rng, 50), rng.normal(1.5, 1.5, size=(20, 3))])
@@ -107,6 +120,33 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
         # ... and some query has records tied with its radius in two cells or more
         tied = np.abs(d - radius[:, None]) <= tau
         assert max(len(set(cell_of_record[row])) for row in tied) > 1
+
+
+def test_every_part_of_a_cell_is_a_task_of_its_own_the_largest_first(spark):
+    rng = np.random.default_rng(11)
+    index, queries = rng.normal(size=(300, 3)), rng.normal(size=(200, 3))
+    asked = frame(spark, queries, **{ID: np.arange(len(queries))})
+
+    def seen(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+        keys = {c: sorted(set(idx[c]) | set(qry[c])) for c in (CELL, PART, TASK)}
+        return pd.DataFrame({"keys": [repr(keys)], "task": [keys[TASK][0]], "records": [len(idx)],
+                             "queries": [len(qry)]})
+
+    with cut_into_cells(frame(spark, index), NAMES, len(index), 40, asked, len(queries)) as cut:
+        routed = asked.withColumn(CELL, cut.cells.of([F.col(c) for c in NAMES]))
+        # 40 cores to keep busy: parts of about 5 queries (drawn by a hash), several per cell
+        calls = _searched(cut, NAMES, routed, cut.homes, 40, seen, "keys string, task int, records long, queries long")
+        got = calls.withColumn("partition", F.spark_partition_id()).toPandas().sort_values("task")
+        records = cut.cells.counts[cut.cells.n_cells:]
+    keys = [eval(k) for k in got["keys"]]
+    assert all(len(k[CELL]) == 1 and len(k[PART]) == 1 and len(k[TASK]) == 1 for k in keys)  # one part a call
+    assert len({(k[CELL][0], k[PART][0]) for k in keys}) == len(got) == got["task"].nunique()
+    assert (got["partition"] == got["task"]).all() and got["task"].tolist() == list(range(len(got)))
+    assert got["queries"].sum() == len(queries)
+    assert (got["records"].to_numpy() == records[[k[CELL][0] for k in keys]]).all()
+    assert len(got) > cut.cells.n_cells  # cells cut into parts
+    share = [cut.homes[k[CELL][0]] / -(-cut.homes[k[CELL][0]] // 5) for k in keys]  # a part's share of its cell
+    assert (np.diff(got["records"].to_numpy() + share) <= 1e-9).all()  # the most rows first
 
 
 @pytest.mark.parametrize(("components", "cell_records"), [("all", 2), (3, 5)])

@@ -46,7 +46,7 @@ from privacy_eval.distance.kernel import (
     tie_tolerance,
 )
 
-CELL, PART = "__cell", "__part"
+CELL, PART, TASK = "__cell", "__part", "__task"
 ID = "__id"          # the query's identity (its row key)
 OWN = "__own"        # the cell holding the query's own synthetic record (cloaking)
 RADIUS = "__r"
@@ -237,7 +237,7 @@ def nearest_distances(
     found = {o: "double" for o in outs}
     at_home = queries.select(ID, *names, cells.of([F.col(c) for c in names]).alias(CELL))
     carried = [ID, CELL, *names] if cells.depth else [ID]
-    searched = _searched(index.records, names, at_home, index.homes, tasks, first_search,
+    searched = _searched(index, names, at_home, index.homes, tasks, first_search,
                          _schema(queries, carried, found))
     if not cells.depth:
         return _persisted(searched)[0], SearchCost(1, 1.0)
@@ -249,7 +249,7 @@ def nearest_distances(
             ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
         )
 
-    result, _ = _second_pass(index.records, names, first, routes, [ID, *names], tasks, later_search,
+    result, _ = _second_pass(index, names, first, routes, [ID, *names], tasks, later_search,
                              _schema(queries, [ID], found), outs, nearest_over_cells)
     return result, SearchCost(cells.n_cells, (m + int(routes.sum())) / max(1, m))
 
@@ -313,16 +313,16 @@ def cloaking_counts(
     schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
     at_home = queries.withColumn(CELL, cells.of([F.col(c) for c in names]))
     if cells.depth == 0:
-        found, _ = _persisted(_searched(index.records, names, at_home, index.homes, tasks, count, schema))
+        found, _ = _persisted(_searched(index, names, at_home, index.homes, tasks, count, schema))
         return found, SearchCost(1, 1.0)
     first_schema = _schema(queries, [ID, RADIUS, OWN, CELL, *names], {"hidden": "boolean", "others": "long"})
     first, routes = _persisted_routes(
-        _searched(index.records, names, at_home, index.homes, tasks, first_count, first_schema), cells)
+        _searched(index, names, at_home, index.homes, tasks, first_count, first_schema), cells)
 
     def summed_over_cells(answers: DataFrame) -> DataFrame:
         return answers.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
 
-    result, n = _second_pass(index.records, names, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
+    result, n = _second_pass(index, names, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
                              ["hidden", "others"], summed_over_cells)
     return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
 
@@ -341,7 +341,7 @@ def _first_pass_rows(
 
 
 def _second_pass(
-    records: DataFrame, names: Sequence[str], first: DataFrame, routes: np.ndarray,
+    index: CutIndex, names: Sequence[str], first: DataFrame, routes: np.ndarray,
     carried: Sequence[str], tasks: int, fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
     outs: Sequence[str], over_cells: Callable[[DataFrame], DataFrame],
 ) -> tuple[DataFrame, int]:
@@ -351,7 +351,7 @@ def _second_pass(
     the answers the first pass settled: (the result, persisted; its rows)."""
     try:
         routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
-        later = _searched(records, names, routed, routes, tasks, fn, schema)
+        later = _searched(index, names, routed, routes, tasks, fn, schema)
         to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
         result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge)))
     finally:
@@ -360,22 +360,56 @@ def _second_pass(
 
 
 def _searched(
-    records: DataFrame, names: Sequence[str], routed: DataFrame, route_counts: np.ndarray, tasks: int,
+    index: CutIndex, names: Sequence[str], routed: DataFrame, route_counts: np.ndarray, tasks: int,
     fn: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], schema: str,
 ) -> DataFrame:
     """`fn(cell's records, its queries)` per cell and part: the queries (CELL = the cell
     to search) cut into parts of at most QUERY_ROWS, and into enough parts overall to
-    keep `tasks` cores busy; each part meets a copy of its cell's records (`records`:
-    CELL and the coordinates). Both sides' group keys are ints: cogroup does not unify
-    types, and an int and a long of equal value hash to different partitions (the
-    groups would never meet)."""
+    keep `tasks` cores busy; each part meets a copy of its cell's records (`index.records`:
+    CELL and the coordinates).
+
+    Each part is a task of its own, the largest first (rows handled: queries and
+    records): hashed into the shuffle's partitions, a few large parts would share a task
+    while other cores wait, and the last large part to start sets the stage's end. Both
+    sides are partitioned by task (`_by_task`), so the cogroup shuffles nothing more."""
     total = int(route_counts.sum())
     per_part = max(1, min(QUERY_ROWS, math.ceil(total / max(1, tasks))))
-    parts = F.array(*(F.lit(int(math.ceil(c / per_part))) for c in route_counts))
-    cell = F.col(CELL)
-    idx = records.filter(parts[cell] > 0).select(CELL, F.explode(F.sequence(F.lit(0), parts[cell] - 1)).alias(PART), *names)
-    qry = routed.withColumn(PART, F.pmod(F.xxhash64(F.col(ID), F.lit("part")), parts[cell]).cast("int"))
-    return idx.groupBy(CELL, PART).cogroup(qry.groupBy(CELL, PART)).applyInPandas(fn, schema)
+    n_parts = -(-route_counts // per_part)
+    cell, parts = F.col(CELL), F.array(*(F.lit(int(p)) for p in n_parts))
+    task, n_tasks = _largest_first(n_parts, route_counts, index.cells.counts[index.cells.n_cells:])
+    idx = index.records.filter(parts[cell] > 0).select(
+        CELL, F.explode(F.sequence(F.lit(0), parts[cell] - 1)).alias(PART), *names).withColumn(TASK, task)
+    qry = routed.withColumn(PART, F.pmod(F.xxhash64(F.col(ID), F.lit("part")), parts[cell]).cast("int")).withColumn(
+        TASK, task)
+    return (_by_task(idx, n_tasks).groupBy(TASK)
+            .cogroup(_by_task(qry, n_tasks).groupBy(TASK))
+            .applyInPandas(fn, schema))
+
+
+# Spark 4.1 on: a row's partition can be given directly (`repartitionById`).
+DIRECT_PARTITIONS = hasattr(DataFrame, "repartitionById")
+
+
+def _by_task(frame: DataFrame, n_tasks: int) -> DataFrame:
+    """`frame` in `n_tasks` partitions, partition i holding task i; before Spark 4.1, the
+    tasks hashed into them (some share a partition: correct, less evenly spread)."""
+    return frame.repartitionById(n_tasks, TASK) if DIRECT_PARTITIONS else frame.repartition(n_tasks, TASK)
+
+
+def _largest_first(n_parts: np.ndarray, queries: np.ndarray, records: np.ndarray) -> tuple[Column, int]:
+    """(the task of a row, as a column of CELL and PART; the number of tasks): a task per
+    part of a cell (`n_parts`, `queries` and `records` per cell), numbered from the part
+    that handles the most rows down (its share of the cell's queries, and a copy of the
+    cell's records)."""
+    cell_of = np.repeat(np.arange(len(n_parts)), n_parts)  # parts numbered cell by cell
+    if not len(cell_of):
+        return F.lit(0), 1
+    task = np.empty(len(cell_of), dtype=np.int64)
+    rows = queries[cell_of] / n_parts[cell_of] + records[cell_of]
+    task[np.argsort(-rows, kind="stable")] = np.arange(len(cell_of))
+    first = np.concatenate([[0], np.cumsum(n_parts)[:-1]])
+    part = F.array(*(F.lit(int(f)) for f in first))[F.col(CELL)] + F.col(PART)
+    return F.array(*(F.lit(int(t)) for t in task))[part].cast("int"), len(cell_of)
 
 
 def _route_counts(routed: DataFrame, cells: Cells) -> np.ndarray:
