@@ -12,16 +12,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from measure import CpuTime  # noqa: E402
 
 # A parent that ignores SIGCHLD, then forks a child that burns 2 s of CPU and exits
-# (reaped by the kernel: no cutime anywhere), and outlives it.
+# (reaped by the kernel: no cutime anywhere), and outlives it: it waits for the child
+# to be gone however long a loaded machine makes the 2 s take, without reaping it.
 PARENT = """
 import os, signal, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-if os.fork() == 0:
+child = os.fork()
+if child == 0:
     end = time.process_time() + 2.0
     while time.process_time() < end:
         pass
     os._exit(0)
-time.sleep(3.0)
+while True:
+    try:
+        os.kill(child, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.05)
+time.sleep(0.5)
 """
 
 
