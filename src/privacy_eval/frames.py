@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -117,18 +117,17 @@ def finite_double(name: str) -> Column:
     return F.expr(f"CASE WHEN {finite_sql(x)} THEN {x} END")
 
 
-# Moments (means, standard deviations) of a column whose largest magnitude lies outside
-# [2^-400, 2^400) are computed on x·2^-e, e its binary exponent (binary_exponent), and
-# read in those units. Within the range, Spark's native aggregates cannot overflow or
-# lose a squared deviation: a sum of even 2^63 values below 2^400 stays below 2^463, a
-# sum of 2^63 squared deviations below (2^401)^2 below 2^865, far from the largest double
-# (about 2^1024); and two distinct values near a magnitude of 2^-400 or more differ by at
-# least 2^-453, whose square, 2^-906, is still a normal double (the smallest is 2^-1022).
-# Beyond it, (x - mean)^2 overflows from about 1.3e154 (so the sd is infinite) and a sum
-# from about 1.8e308 / n; below it, squared deviations vanish. Scaling by a power of two
-# is exact (barring results below 2^-1022): on ordinary data nothing changes, since
-# nothing is rescaled, and on rescaled data every sum, square and quotient is the one an
-# unbounded exponent would give, scaled by 2^-e.
+# A column whose largest magnitude lies outside [2^-400, 2^400) is read as x·2^-e, e its
+# binary exponent (binary_exponent), wherever doubles compute with its values: its
+# moments are exact whatever their size (exact_moments), but beyond the range (x -
+# mean)^2 overflows from about 1.3e154 and a bin position (x - origin) / step can, and
+# below it squared deviations vanish. Within the range nothing is rescaled: a sum of
+# even 2^63 squared deviations below (2^401)^2 stays below 2^865, far from the largest
+# double (about 2^1024), and two distinct values near a magnitude of 2^-400 or more
+# differ by at least 2^-453, whose square, 2^-906, is still a normal double. Scaling by a
+# power of two is exact (barring results below 2^-1022): on rescaled data every
+# difference, square and quotient is the one an unbounded exponent would give, scaled by
+# 2^-e.
 RESCALE_ABOVE = 2.0**400
 RESCALE_BELOW = 2.0**-400
 
@@ -146,22 +145,6 @@ def rescaled(column: Column, exponent: int) -> Column:
     return column if exponent == 0 else column * F.lit(math.ldexp(1.0, -exponent))
 
 
-def rescaled_moments(
-    frame: DataFrame, names: Sequence[str], exponents: Sequence[int], sd: Callable[[Column], Column]
-) -> dict[int, tuple[float | None, float | None]]:
-    """For each column names[i] with exponents[i] != 0: (mean, sd) of its finite values
-    times 2^-e, `sd` being F.stddev_pop or F.stddev_samp. One aggregation over those
-    columns; none, and no pass, when every exponent is 0."""
-    chosen = {i: e for i, e in enumerate(exponents) if e}
-    if not chosen:
-        return {}
-    x = {i: rescaled(finite_double(names[i]), e) for i, e in chosen.items()}
-    row = frame.agg(
-        *(F.avg(x[i]).alias(f"m{i}") for i in chosen), *(sd(x[i]).alias(f"s{i}") for i in chosen)
-    ).collect()[0]
-    return {i: (row[f"m{i}"], row[f"s{i}"]) for i in chosen}
-
-
 # Exact moments: a finite double is m·2^q, m an integer below 2^53 and q the unit of its
 # last place (-1074 at least). Summed per column and q, in slices of m small enough that
 # long sums cannot overflow below 2^42 rows, then recombined on the driver as integers.
@@ -172,10 +155,12 @@ _LEAST_UNIT = -1074
 
 @dataclass(frozen=True)
 class ExactMoments:
-    """Count, min, max, sum and sum of squares of a column's finite values, the sums
-    exact (integers in units of 2^-2148): the same under any partitioning or row order,
-    unlike a sum of doubles, whose last bits depend on the order of its additions."""
+    """The frame's rows, and the count, min, max, sum and sum of squares of a column's
+    finite values, the sums exact (integers in units of 2^-2148): the same under any
+    partitioning or row order, unlike a sum of doubles, whose last bits depend on the
+    order of its additions."""
 
+    rows: int
     count: int
     low: float | None
     high: float | None
@@ -215,7 +200,8 @@ def _square_root(x: Fraction) -> float:
 
 def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
     """`ExactMoments` of each column's finite values (`finite_double`), in one
-    aggregation (grouped by column and q: a few thousand groups at most)."""
+    aggregation (grouped by column and q, null for the other values: a few thousand
+    groups at most)."""
     if not names:
         return []
     value = F.explode(F.array(*(F.struct(F.lit(i).alias("i"), finite_double(c).alias("x")) for i, c in enumerate(names))))
@@ -224,7 +210,7 @@ def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
     guess = F.floor(F.log2(a)).cast("int")  # within one of the binary exponent
     exponent = (F.when(F.pow(F.lit(2.0), guess) > a, guess - 1)
                 .when(F.pow(F.lit(2.0), guess + 1) <= a, guess + 1).otherwise(guess))
-    q = F.when(a == 0, 0).otherwise(F.greatest(exponent - 52, F.lit(_LEAST_UNIT)))
+    q = F.when(a == 0, 0).when(x.isNotNull(), F.greatest(exponent - 52, F.lit(_LEAST_UNIT)))
     m = F.when(a == 0, 0).otherwise(a / F.pow(F.lit(2.0), q)).cast("long")  # exact: an integer below 2^53
     sign = F.signum(x).cast("long")
 
@@ -236,26 +222,30 @@ def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
     def weighing(w: int) -> Column:  # the products s_i s_j with i + j = w
         return sum(pieces[i] * pieces[w - i] for i in range(_SQUARES) if 0 <= w - i < _SQUARES)
 
-    rows = (
-        frame.select(value.alias("v")).where(x.isNotNull())
+    groups = (
+        frame.select(value.alias("v"))
         .select(F.col("v.i").alias("i"), x.alias("x"), q.alias("q"), m.alias("m"), sign.alias("sign"))
         .groupBy("i", "q").agg(
-            F.count(F.lit(1)).alias("n"), F.min("x").alias("low"), F.max("x").alias("high"),
+            F.count(F.lit(1)).alias("rows"), F.count("x").alias("n"), F.min("x").alias("low"),
+            F.max("x").alias("high"),
             *(F.sum(F.col("sign") * piece(_UNIT_BITS, k)).alias(f"u{k}") for k in range(_UNITS)),
             *(F.sum(weighing(w)).alias(f"w{w}") for w in range(2 * _SQUARES - 1)),
         ).collect()
     )
-    count, total, squares = [0] * len(names), [0] * len(names), [0] * len(names)
+    n_rows, count, total, squares = ([0] * len(names) for _ in range(4))
     low: list[float | None] = [None] * len(names)
     high: list[float | None] = [None] * len(names)
-    for row in rows:
+    for row in groups:
         i, q_ = row["i"], row["q"]
+        n_rows[i] += row["rows"]
+        if q_ is None:  # null, NaN and infinities
+            continue
         count[i] += row["n"]
         low[i] = row["low"] if low[i] is None else min(low[i], row["low"])
         high[i] = row["high"] if high[i] is None else max(high[i], row["high"])
         total[i] += sum(row[f"u{k}"] << (_UNIT_BITS * k) for k in range(_UNITS)) << (q_ - _LEAST_UNIT)
         squares[i] += sum(row[f"w{w}"] << (_SQUARE_BITS * w) for w in range(2 * _SQUARES - 1)) << 2 * (q_ - _LEAST_UNIT)
-    return [ExactMoments(count[i], low[i], high[i], total[i], squares[i]) for i in range(len(names))]
+    return [ExactMoments(n_rows[i], count[i], low[i], high[i], total[i], squares[i]) for i in range(len(names))]
 
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:

@@ -250,7 +250,7 @@ def test_moments_are_summed_exactly_from_the_smallest_to_the_largest_double(spar
     exact = [Fraction(v) for v in finite]
     n, mean = len(exact), sum(exact) / len(exact)
     variance = (sum(v * v for v in exact) - sum(exact) ** 2 / n) / (n - 1)
-    assert (x.count, x.low, x.high) == (n, min(finite), max(finite))
+    assert (x.rows, x.count, x.low, x.high) == (len(rows), n, min(finite), max(finite))
     assert x.mean() == float(mean) and x.mean(10) == float(mean / 2**10)
 
     def root(v: Fraction) -> float:  # to 60 digits, then rounded
@@ -260,9 +260,9 @@ def test_moments_are_summed_exactly_from_the_smallest_to_the_largest_double(spar
     # in units of 2^1024, where the variance of values near the largest double fits a double
     assert x.sd(1024) == root(variance / 2**2048)
     assert x.sd(1024, ddof=0) == root(variance * (n - 1) / n / 2**2048)
-    assert (y.count, y.mean(), y.sd()) == (8, 1.0, 0.0)
+    assert (y.rows, y.count, y.mean(), y.sd()) == (len(rows), 8, 1.0, 0.0)
     (nothing,) = exact_moments(frame.filter("x IS NULL"), ["x"])
-    assert (nothing.count, nothing.low, nothing.mean(), nothing.sd()) == (0, None, None, None)
+    assert (nothing.rows, nothing.count, nothing.low, nothing.mean(), nothing.sd()) == (1, 0, None, None, None)
 
 
 def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):

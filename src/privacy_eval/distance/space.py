@@ -1,11 +1,11 @@
 """The space of the distance metrics: a FAMD of the original, fitted exactly (docs/metrics.md,
 "Distance-based metrics", "The space").
 
-Fitting takes two passes over the original: one aggregation for the numeric columns'
-means and population sds and the categorical columns' modality counts, and one
-``mapInArrow`` pass summing ZᵀZ per task (a width x width matrix). The driver adds the
-partial matrices and decomposes the sum with ``numpy.linalg.eigh``: exact, no
-randomised SVD. Only aggregates reach the driver: moments, modality counts (a
+Fitting takes up to three passes over the original: one aggregation for the numeric
+columns' exact sums (means and population sds), one for the categorical columns'
+modality counts, and one ``mapInArrow`` pass summing ZᵀZ per task (a width x width
+matrix). The driver adds the partial matrices and decomposes the sum with
+``numpy.linalg.eigh``: exact, no randomised SVD. Only aggregates reach the driver: moments, modality counts (a
 categorical column's distinct values, never logged or written) and the matrices.
 """
 
@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.distance.kernel import MAX_COORDINATE, TINY_SD, Scaling, coordinate_names, projected, scaled
 from privacy_eval.errors import InputError
-from privacy_eval.frames import binary_exponent, finite_double, qcol, rescaled_moments
+from privacy_eval.frames import binary_exponent, exact_moments, qcol
 
 # A categorical column with more modalities than this is an identifier or free text, not
 # a variable of a FAMD: each modality is one coordinate and ZᵀZ grows with their square.
@@ -86,52 +86,46 @@ def fit_space(original: DataFrame, columns: Sequence[str], numeric: Sequence[str
 
 
 def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]) -> Scaling:
+    """Each numeric column's mean and population sd over its finite values, from exact
+    sums (`frames.exact_moments`: the same under any partitioning), in units of 2^e for
+    values beyond frames.RESCALE_ABOVE or below RESCALE_BELOW in size; each categorical
+    column's modalities and shares."""
     nums = [c for c in columns if c in numeric]
     cats = [c for c in columns if c not in numeric]
-    finite = {c: finite_double(c) for c in nums}
-    stats = original.agg(
-        F.count(F.lit(1)).alias("n"),
-        *(F.avg(finite[c]).alias(f"m{i}") for i, c in enumerate(nums)),
-        *(F.stddev_pop(finite[c]).alias(f"s{i}") for i, c in enumerate(nums)),
-        *(F.min(finite[c]).alias(f"lo{i}") for i, c in enumerate(nums)),
-        *(F.max(finite[c]).alias(f"hi{i}") for i, c in enumerate(nums)),
-    ).collect()[0]
-    n = int(stats["n"])
+    moments = exact_moments(original, nums)
+    modalities, shares, n = _modalities(original, cats)
+    if moments:
+        n = moments[0].rows
     if n == 0:
         raise InputError("metrics.distance: the original has no rows to fit the space on")
-    exponents = []
-    for i in range(len(nums)):
-        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
-        if lo is None:
+    means, sds, exponents = [], [], []
+    for c, m in zip(nums, moments):
+        if m.low is None:
             raise InputError(
-                f"metrics.distance: numeric column '{nums[i]}' has no finite value in the original (its mean "
+                f"metrics.distance: numeric column '{c}' has no finite value in the original (its mean "
                 "is undefined); leave it out with 'metrics.distance.columns'"
             )
-        exponents.append(0 if lo == hi else binary_exponent(max(abs(lo), abs(hi))))
-    moments = {i: (stats[f"m{i}"], stats[f"s{i}"]) for i in range(len(nums))}
-    # Beyond native moments (frames.RESCALE_ABOVE): those of x·2^-e, one more pass.
-    moments.update(rescaled_moments(original, nums, exponents, F.stddev_pop))
-    means, sds = [], []
-    for i in range(len(nums)):
-        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
-        mean, sd = moments[i]
-        if lo == hi:
+        if m.low == m.high:
             # Constant: told by min = max, not by a rounded sd such as 1e-17 for a column
             # of 0.1s, which would blow rounding residues up to O(1).
-            means.append(float(lo))
+            exponents.append(0)
+            means.append(float(m.low))
             sds.append(1.0)
-        else:
-            means.append(float(mean))
-            sds.append(float(sd) if float(sd) > TINY_SD else 1.0)
-    modalities, shares = _modalities(original, cats, n)
+            continue
+        e = binary_exponent(max(abs(m.low), abs(m.high)))
+        mean, sd = m.mean(e), m.sd(e, ddof=0)
+        exponents.append(e)
+        means.append(mean)
+        sds.append(sd if sd > TINY_SD else 1.0)
     return Scaling(tuple(nums), tuple(means), tuple(sds), tuple(cats), modalities, shares, tuple(exponents))
 
 
-def _modalities(original: DataFrame, cats: Sequence[str], n: int) -> tuple[tuple, tuple]:
+def _modalities(original: DataFrame, cats: Sequence[str]) -> tuple[tuple, tuple, int]:
     """Per categorical column, its modalities in the original (null included) and their
-    shares, in one unpivoting pass; modalities in a fixed order (null first, then text)."""
+    shares, in one unpivoting pass; modalities in a fixed order (null first, then text);
+    and the original's rows (0 without categorical columns)."""
     if not cats:
-        return (), ()
+        return (), (), 0
     pairs = F.array(*(F.struct(F.lit(i).alias("i"), qcol(c).cast("string").alias("v")) for i, c in enumerate(cats)))
     counted = original.select(F.explode(pairs).alias("p")).select("p.*").groupBy("i", "v").count()
     found: dict[int, list[tuple[str | None, int]]] = {i: [] for i in range(len(cats))}
@@ -144,9 +138,11 @@ def _modalities(original: DataFrame, cats: Sequence[str], n: int) -> tuple[tuple
                 f"more than {MAX_MODALITIES}; leave it out with 'metrics.distance.columns'"
             )
     ordered = [sorted(found[i], key=lambda vc: (vc[0] is not None, vc[0] or "")) for i in range(len(cats))]
+    n = sum(count for _, count in found[0])  # every row has one value of each column, null included
     return (
         tuple(tuple(v for v, _ in mods) for mods in ordered),
         tuple(tuple(count / n for _, count in mods) for mods in ordered),
+        n,
     )
 
 

@@ -65,7 +65,7 @@ def bin_grids(
     Mean and sd come from exact sums (`frames.exact_moments`), rounded once: a value on
     a bin edge stays in its bin under any partitioning, which a sum of doubles, whose
     last bits follow the order of its additions, would not promise. A variable whose
-    values are too large or too small in size for doubles' moments (frames.RESCALE_ABOVE)
+    values are too large or too small in size for doubles' arithmetic (frames.RESCALE_ABOVE)
     gets its grid in units of 2^e.
     """
     if not numeric_known:
