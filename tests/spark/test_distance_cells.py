@@ -128,24 +128,27 @@ def test_every_part_of_a_cell_is_a_task_of_its_own_the_largest_first(spark):
     asked = frame(spark, queries, **{ID: np.arange(len(queries))})
 
     def seen(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
-        keys = {c: sorted(set(idx[c]) | set(qry[c])) for c in (CELL, PART, TASK)}
-        return pd.DataFrame({"keys": [repr(keys)], "task": [keys[TASK][0]], "records": [len(idx)],
+        """Per call: how many distinct cells, parts and tasks its rows carry, and which."""
+        both = pd.concat([idx[[CELL, PART, TASK]], qry[[CELL, PART, TASK]]])
+        return pd.DataFrame({"keys": [len(both.drop_duplicates())], "cell": [both[CELL].iloc[0]],
+                             "part": [both[PART].iloc[0]], "task": [both[TASK].iloc[0]], "records": [len(idx)],
                              "queries": [len(qry)]})
 
+    schema = "keys long, cell int, part int, task int, records long, queries long"
     with cut_into_cells(frame(spark, index), NAMES, len(index), 40, asked, len(queries)) as cut:
         routed = asked.withColumn(CELL, cut.cells.of([F.col(c) for c in NAMES]))
         # 40 cores to keep busy: parts of about 5 queries (drawn by a hash), several per cell
-        calls = _searched(cut, NAMES, routed, cut.homes, 40, seen, "keys string, task int, records long, queries long")
+        calls = _searched(cut, NAMES, routed, cut.homes, 40, seen, schema)
         got = calls.withColumn("partition", F.spark_partition_id()).toPandas().sort_values("task")
         records = cut.cells.counts[cut.cells.n_cells:]
-    keys = [eval(k) for k in got["keys"]]
-    assert all(len(k[CELL]) == 1 and len(k[PART]) == 1 and len(k[TASK]) == 1 for k in keys)  # one part a call
-    assert len({(k[CELL][0], k[PART][0]) for k in keys}) == len(got) == got["task"].nunique()
+    assert (got["keys"] == 1).all()  # one (cell, part, task) a call
+    assert len(got[["cell", "part"]].drop_duplicates()) == len(got) == got["task"].nunique()
     assert (got["partition"] == got["task"]).all() and got["task"].tolist() == list(range(len(got)))
     assert got["queries"].sum() == len(queries)
-    assert (got["records"].to_numpy() == records[[k[CELL][0] for k in keys]]).all()
+    assert (got["records"].to_numpy() == records[got["cell"]]).all()
     assert len(got) > cut.cells.n_cells  # cells cut into parts
-    share = [cut.homes[k[CELL][0]] / -(-cut.homes[k[CELL][0]] // 5) for k in keys]  # a part's share of its cell
+    homes = cut.homes[got["cell"]]
+    share = homes / -(-homes // 5)  # a part's share of its cell's queries
     assert (np.diff(got["records"].to_numpy() + share) <= 1e-9).all()  # the most rows first
 
 

@@ -5,8 +5,9 @@ Fitting takes up to three passes over the original: one aggregation for the nume
 columns' exact sums (means and population sds), one for the categorical columns'
 modality counts, and one ``mapInArrow`` pass summing ZᵀZ per task (a width x width
 matrix). The driver adds the partial matrices and decomposes the sum with
-``numpy.linalg.eigh``: exact, no randomised SVD. Only aggregates reach the driver: moments, modality counts (a
-categorical column's distinct values, never logged or written) and the matrices.
+``numpy.linalg.eigh``: exact, no randomised SVD. Only aggregates reach the driver:
+moments, modality counts (a categorical column's distinct values, never logged or
+written) and the matrices.
 """
 
 from __future__ import annotations
