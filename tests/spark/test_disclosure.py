@@ -17,7 +17,7 @@ import pytest
 from privacy_eval.config import DisclosureConfig, MetricsConfig, load_config
 from privacy_eval.evaluation import evaluate, evaluate_inputs
 from privacy_eval.inputs import prepare_inputs
-from privacy_eval.metrics.disclosure import TARGET_KEYS
+from privacy_eval.metrics.disclosure import TARGET_KEYS, disclosure_measures
 from privacy_eval.metrics.quantile_groups import quantile_groups
 from tests.support import datagen
 from tests.support import disclosure_oracle as oracle
@@ -292,3 +292,27 @@ def test_a_million_generated_rows_against_the_oracle(spark, tmp_path):
 
     assert_matches_oracle(rows, as_read(original), as_read(synthetic), config)
     assert rows["replicated_uniques"].numerator > 100 and rows["attribute_disclosure"].numerator > 100
+
+
+@pytest.mark.parametrize("empty_side", ["original", "synthetic"])
+def test_measures_over_an_empty_side_are_none_not_a_division_by_zero(spark, empty_side):
+    # The job refuses an empty table before any metric; called directly, the function
+    # reports the counts it found and None for every measure taken over no records.
+    full = spark.createDataFrame([("a", "x"), ("a", "y"), ("b", "x")], "k string, t string")
+    empty = full.limit(0)
+    original, synthetic = (empty, full) if empty_side == "original" else (full, empty)
+    n_original, n_synthetic = original.count(), synthetic.count()
+    result = disclosure_measures(original, synthetic, ["k"], ["t"], n_original, n_synthetic)
+    (t,) = result.targets
+    identity, measures = result.identity(t), t.measures(n_original, n_synthetic)
+    over_original = ["UiO", "UiOiS", "repU", "Dorig", "iS", "DiS", "DiSCO", "DiSDiO", "DCAPd", "baseCAPd", "CAPd"]
+    over_synthetic = ["UiS", "Dsyn", "DCAPs", "TCAPs", "CAPs"]
+    figures = {**identity, **measures}
+    empty_names, other_names = (over_original, over_synthetic) if empty_side == "original" else (over_synthetic, over_original)
+    assert all(figures[name] is None for name in empty_names)
+    assert all(figures[name] is not None for name in other_names)
+    # Nothing is released or nothing can be disclosed: no record is in both, every TCAP is over none.
+    assert all(figures[name] is None for name in ["DCAPb", "TCAPb", "TCAP"])
+    assert figures["sdmetrics_categorical_cap"] == 0.0
+    # On the side that is not empty, key b alone has one record: UiO or UiS 1/3.
+    assert figures["UiS" if empty_side == "original" else "UiO"] == pytest.approx(100 * 1 / 3)

@@ -60,6 +60,11 @@ class Check:
     figures: dict
 
 
+def _pct(x: float, n: int) -> float | None:
+    """x / n in percent; None when n is 0 (a measure over no records)."""
+    return x / n * 100 if n else None
+
+
 @dataclass(frozen=True)
 class TargetDisclosure:
     """The counts of one target; the measures are these over N_d (or N_s, N_b...)."""
@@ -78,19 +83,15 @@ class TargetDisclosure:
         SDMetrics' two figures (0-1)."""
         c, s = self.counts, self.sums
         nd, ns, nb, tden = n_original, n_synthetic, c["n_both"], c["denom_TCAP"]
-
-        def pct(x: float, n: int) -> float | None:
-            return x / n * 100 if n else None
-
         cap = 1.0 - s["sdm_num"] / c["sdm_den"] if c["sdm_den"] else 0.0
-        baseline = 1.0 - 1.0 / c["levels_original"]
+        baseline = 1.0 - 1.0 / c["levels_original"] if c["levels_original"] else 0.0
         protection = (0.0 if cap == 0 else 1.0) if baseline == 0 else min(cap / baseline, 1.0)
         return {
-            "Dorig": pct(c["Dorig"], nd), "Dsyn": pct(c["Dsyn"], ns), "iS": pct(c["iS"], nd),
-            "DiS": pct(c["DiS"], nd), "DiSCO": pct(c["DiSCO"], nd), "DiSDiO": pct(c["DiSDiO"], nd),
-            "DCAPd": pct(s["DCAP"], nd), "DCAPs": pct(s["DCAP"], ns), "DCAPb": pct(s["DCAP"], nb),
-            "TCAPb": pct(c["TCAP_num"], nb), "TCAPs": pct(c["TCAP_num"], ns), "TCAP": pct(c["TCAP_num"], tden),
-            "baseCAPd": s["base"] / nd**2 * 100, "CAPd": pct(s["CAPd"], nd), "CAPs": pct(s["CAPs"], ns),
+            "Dorig": _pct(c["Dorig"], nd), "Dsyn": _pct(c["Dsyn"], ns), "iS": _pct(c["iS"], nd),
+            "DiS": _pct(c["DiS"], nd), "DiSCO": _pct(c["DiSCO"], nd), "DiSDiO": _pct(c["DiSDiO"], nd),
+            "DCAPd": _pct(s["DCAP"], nd), "DCAPs": _pct(s["DCAP"], ns), "DCAPb": _pct(s["DCAP"], nb),
+            "TCAPb": _pct(c["TCAP_num"], nb), "TCAPs": _pct(c["TCAP_num"], ns), "TCAP": _pct(c["TCAP_num"], tden),
+            "baseCAPd": s["base"] / nd**2 * 100 if nd else None, "CAPd": _pct(s["CAPd"], nd), "CAPs": _pct(s["CAPs"], ns),
             "max_denom": self.max_denom, "mean_denom": self.mean_denom,
             "sdmetrics_categorical_cap": cap, "sdmetrics_disclosure_protection": protection,
         }
@@ -105,10 +106,10 @@ class DisclosureResult:
     groupings: tuple[Grouping, ...]
 
     def identity(self, t: TargetDisclosure) -> dict:
-        """UiO, UiOiS, repU over N_d and UiS over N_s, in percent."""
+        """UiO, UiOiS, repU over N_d and UiS over N_s, in percent (None over no records)."""
         i, nd = t.identity, self.n_original
-        return {"UiO": i["UiO"] / nd * 100, "UiS": i["UiS"] / self.n_synthetic * 100,
-                "UiOiS": i["UiOiS"] / nd * 100, "repU": i["repU"] / nd * 100}
+        return {"UiO": _pct(i["UiO"], nd), "UiS": _pct(i["UiS"], self.n_synthetic),
+                "UiOiS": _pct(i["UiOiS"], nd), "repU": _pct(i["repU"], nd)}
 
     @property
     def replicated(self) -> TargetDisclosure:
