@@ -293,3 +293,23 @@ def test_warnings_constant_column_ill_conditioning_and_weak_combinations(spark):
     assert "ill-conditioned" in text and "condition number" in text and "WEAKER" in text and "STRONGER" in text
     assert "below the weighted" in text
     assert "mahalanobis combination" in text and "LESS risk" in text
+
+
+def test_weighted_refuses_a_range_too_narrow_to_normalise_and_is_scale_free_above_it(spark):
+    schema = "id long, a double, tiny double"
+    values = [(1, 1.0, 0.0), (2, 2.0, 1.0), (3, 4.0, 3.0), (4, 7.0, 6.0)]
+    shifted = [(1, 1.0, 1.0), (2, 2.0, 0.0), (3, 4.0, 3.0), (4, 7.0, 6.0)]  # the first two swapped
+
+    def frames_at(scale):
+        return (spark.createDataFrame([(i, a, t * scale) for i, a, t in values], schema),
+                spark.createDataFrame([(i, a, t * scale) for i, a, t in shifted], schema))
+
+    # |x - y| spans 6e-310: 1 / range overflows; refused, naming that column only.
+    with pytest.raises(InputError) as err:
+        attack(*frames_at(1e-310), LinkageConfig(targets=["a", "tiny"], methods=["weighted"]))
+    assert "'tiny'" in str(err.value) and "'a'" not in str(err.value) and "metrics.linkage.targets" in str(err.value)
+    # The range-normalised score does not depend on the column's unit: the same figures at 1e-300.
+    plain = attack(*frames_at(1.0), LinkageConfig(targets=["a", "tiny"], methods=["weighted"])).methods["weighted"]
+    small = attack(*frames_at(1e-300), LinkageConfig(targets=["a", "tiny"], methods=["weighted"])).methods["weighted"]
+    assert (small.success_rate, small.n_certain, small.top_k) == (plain.success_rate, plain.n_certain, plain.top_k)
+    assert 0 < plain.success_rate < 1  # the swapped pair makes it more than a copy

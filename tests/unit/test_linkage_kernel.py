@@ -669,3 +669,19 @@ def test_summary_edge_cases():
     close(lk.top_k_probability(np.array([0, 1, 2, 3, -1]), np.array([4, 2, 1, 1, -1]), 2), [0.5, 0.5, 0, 0, 0])
 
 
+
+
+def test_eccentricity_is_the_same_in_any_order_of_the_candidates():
+    # The candidates of a block arrive in the shuffle's order; the sd of their scores
+    # must not follow it, or the precision-recall thresholds split with the partitioning.
+    rng = np.random.default_rng(7)
+    values = 1e3 + rng.standard_normal((200, 37)) * rng.choice([1e-6, 1.0, 1e4], size=(200, 1))
+    true_col = rng.integers(-1, 37, size=200)
+    base = lk.reduce_value_matrix(values, true_col)
+    for seed in range(5):
+        perm = np.random.default_rng(seed).permutation(37)
+        inverse = np.argsort(perm)
+        moved = lk.reduce_value_matrix(values[:, perm], np.where(true_col >= 0, inverse[np.maximum(true_col, 0)], -1))
+        assert np.array_equal(moved.sd_score, base.sd_score)
+        assert np.array_equal(moved.eccentricity, base.eccentricity)
+        assert np.array_equal(moved.n_better, base.n_better) and np.array_equal(moved.true_tie_size, base.true_tie_size)

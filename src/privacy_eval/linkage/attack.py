@@ -156,7 +156,7 @@ def linkage_attack(
     sides = prepare_sides(inputs.original, inputs.synthetic, KEY, plan, config, hints.side_aggregates)
     whitened = whiten(sides.stats[0].moments, sides.stats[1].moments, config, plan.targets, plan.methods)
     setup = ScoringSetup(
-        methods=plan.methods, whitening=whitened.whitening, tcols=plan.target_columns,
+        methods=plan.methods, whitening=whitened.whitening, targets=tuple(plan.targets), tcols=plan.target_columns,
         bcols=plan.blocking_columns, integral_key=sides.integral_key, squared=config.squared,
         tol=float(config.tolerance), max_k=max(plan.top_k), bound=bound,
         singles=2 <= len(plan.targets) <= SINGLE_COLUMN_LIMIT, split_rows=split_rows,

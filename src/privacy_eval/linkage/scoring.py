@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from privacy_eval.errors import InputError
 from privacy_eval.frames import persist_aggregate, shuffle_partitions, stacked_sides
 from privacy_eval.linkage import block_stream, blocking
 from privacy_eval.linkage import names as N
@@ -155,6 +156,7 @@ class ScoringSetup:
 
     methods: tuple[str, ...]
     whitening: Whitening | None
+    targets: tuple[str, ...]  # the user's names of the target columns tcols
     tcols: list[str]
     bcols: list[str]
     integral_key: bool
@@ -282,6 +284,13 @@ def _weighted_scoring(
         lo_big, hi_big, _ = weighted_ranges(big_only, setup.tcols, setup.integral_key)
         lo, hi = np.fmin(lo, lo_big), np.fmax(hi, hi_big)
     mult, offset = weighted_scaling(lo, hi) if unsplit.figures.pairs else (np.ones(len(setup.tcols)), 0.0)
+    if not np.isfinite(mult).all():  # 1 / range overflows
+        tiny = [t for t, m in zip(setup.targets, mult) if not np.isfinite(m)]
+        raise InputError(
+            f"linkage (weighted): the differences |x - y| of {', '.join(repr(t) for t in tiny)} span less than "
+            "about 5.6e-309 (1 / the largest double), too narrow a range to normalise; rescale the column "
+            "(for instance in units of 1e-300) or leave it out of metrics.linkage.targets"
+        )
     orig, syn = unsplit.original, unsplit.synthetic
     if big is not None:
         blocks = stacked_blocks(*blocking.salted(orig, syn, big), setup.tcols, tasks, split=True)

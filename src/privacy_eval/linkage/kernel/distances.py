@@ -152,7 +152,7 @@ def reduce_value_matrix(
     if m > 1:
         second = snapped_sorted[:, 1]
         margin = second - best
-        sd = np.std(v, axis=1, ddof=1)
+        sd = np.std(s, axis=1, ddof=1)  # of the sorted scores: the same in any order of the candidates
         with np.errstate(divide="ignore", invalid="ignore"):
             ecc = np.where(sd > 0, margin / np.where(sd > 0, sd, 1.0), 0.0)
     else:

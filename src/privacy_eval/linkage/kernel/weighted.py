@@ -53,7 +53,8 @@ def weighted_scaling(
         raise ValueError("column ranges must be finite with max >= min")
     rng = hi - lo
     live = rng > 0
-    mult = np.where(live, w / np.where(live, rng, 1.0), 0.0)
+    with np.errstate(over="ignore"):  # inf below a range of about 5.6e-309: the caller refuses it
+        mult = np.where(live, w / np.where(live, rng, 1.0), 0.0)
     offset = float(np.sum(np.where(live, w * lo / np.where(live, rng, 1.0), 0.0)))
     return mult, offset
 
