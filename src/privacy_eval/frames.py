@@ -248,6 +248,69 @@ def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
     return [ExactMoments(n_rows[i], count[i], low[i], high[i], total[i], squares[i]) for i in range(len(names))]
 
 
+
+@dataclass(frozen=True)
+class CentredSums:
+    """The rows of a frame, and over them Σ d_j and Σ d_j·d_k (j <= k, in `second[j][k]`),
+    d_j = x_j - centre_j: each difference and product rounded to a double as numpy would
+    round it, every sum exact. The same under any partitioning or row order."""
+
+    rows: int
+    centres: tuple[float, ...]
+    first: tuple[Fraction, ...]
+    second: tuple[tuple[Fraction, ...], ...]
+
+
+# A value w in (-1, 1) as two longs of 62 fractional bits each (its bits down to 2^-124,
+# the rest truncated), each summed in `long_slices`.
+_FIXED_BITS = 62
+
+
+def centred_sums(frame: DataFrame, names: Sequence[str], lows: Sequence[float], highs: Sequence[float]) -> CentredSums:
+    """`CentredSums` of the frame's finite columns `names`, whose values lie in [lows_j,
+    highs_j] (their exact minima and maxima), centred on the middle of that range, in one
+    aggregation. Each column is scaled by the power of two 2^e_j just above its largest
+    |d_j| (exact), so that every d_j and product lies in (-1, 1) and becomes an integer
+    in units of 2^-124 of its scale: long sums of a fixed-point number, not doubles
+    added in the partitions' order."""
+    centres = [lo if lo == hi else lo / 2 + hi / 2 for lo, hi in zip(lows, highs)]
+    exponents = [math.frexp(max(hi - c, c - lo))[1] for lo, hi, c in zip(lows, highs, centres)]
+    u = [_times_power_of_two(F.col(name) - F.lit(c), -e) for name, c, e in zip(names, centres, exponents)]
+    p = len(names)
+    values = {f"{j}": u[j] for j in range(p)} | {f"{j}_{k}": u[j] * u[k] for j in range(p) for k in range(j, p)}
+    row = frame.agg(
+        F.count(F.lit(1)).alias("n"),
+        *(F.sum(part).alias(f"v{name}_{i}") for name, w in values.items() for i, part in enumerate(_fixed_point(w))),
+    ).collect()[0]
+
+    def total(name: str, exponent: int) -> Fraction:
+        parts = [row[f"v{name}_{i}"] or 0 for i in range(6)]
+        units = (from_slice_sums(parts[:3]) << _FIXED_BITS) + from_slice_sums(parts[3:])
+        return Fraction(units, 1 << 2 * _FIXED_BITS) * _power(-exponent)
+
+    first = tuple(total(f"{j}", exponents[j]) for j in range(p))
+    second = [[Fraction(0)] * p for _ in range(p)]
+    for j in range(p):
+        for k in range(j, p):
+            second[j][k] = second[k][j] = total(f"{j}_{k}", exponents[j] + exponents[k])
+    return CentredSums(int(row["n"]), tuple(centres), first, tuple(tuple(r) for r in second))
+
+
+def _times_power_of_two(x: Column, e: int) -> Column:
+    """x * 2^e, exactly (as two factors, each a finite double, for |e| up to 2100)."""
+    half = e // 2
+    return x * F.lit(2.0**half) * F.lit(2.0 ** (e - half))
+
+
+def _fixed_point(w: Column) -> list[Column]:
+    """w in (-1, 1) as the `long_slices` of its two 62-bit fixed-point longs, both with
+    w's sign: w = (hi + lo * 2^-62) * 2^-62, truncated towards 0."""
+    a = w * F.lit(2.0**_FIXED_BITS)  # exact, below 2^62 in size
+    hi = a.cast("long")  # truncated towards 0
+    lo = ((a - hi) * F.lit(2.0**_FIXED_BITS)).cast("long")  # a - hi is exact (Sterbenz)
+    return [*long_slices(hi), *long_slices(lo)]
+
+
 def null_flagged(columns: Sequence[Column]) -> list[Column]:
     """Each column followed by its null flag: the arguments for a row hash.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 from privacy_eval.columns import KEY
 from privacy_eval.config import Source
 from privacy_eval.errors import InputError
-from privacy_eval.frames import exact_moments
+from privacy_eval.frames import centred_sums, exact_moments
 from privacy_eval.frames import from_slice_sums as _from_slice_sums
 from privacy_eval.frames import long_slices as _long_slices
 from privacy_eval.inputs import InputPassWork, prepare_inputs
@@ -263,6 +264,39 @@ def test_moments_are_summed_exactly_from_the_smallest_to_the_largest_double(spar
     assert (y.rows, y.count, y.mean(), y.sd()) == (len(rows), 8, 1.0, 0.0)
     (nothing,) = exact_moments(frame.filter("x IS NULL"), ["x"])
     assert (nothing.rows, nothing.count, nothing.low, nothing.mean(), nothing.sd()) == (1, 0, None, None, None)
+
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_centred_sums_are_exact_sums_of_the_rounded_differences_and_products(spark, partitions):
+    """centred_sums: Σ d_j and Σ d_j d_k with d_j = x_j - (the middle of x_j's range),
+    each difference and product rounded as numpy rounds them and the sums exact
+    (Python's fractions are the expectation), up to 2^-124 of each column's scale per
+    value; the same under any partitioning. x has a large mean (its double sums would
+    cancel), y spans 1e150 in size, z is constant."""
+    x = [1e9 + k / 10 for k in range(21)]
+    y = [-3e150, 2.5e-150, 7.0, -0.0, 1e-10, 4e149, -1.25, 3e150, 9.75e-5, -2.0**-1000, 0.1, 0.3, 5e140, -6e130,
+         1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.5]
+    z = [0.25] * 21
+    frame = spark.createDataFrame(list(zip(x, y, z)), "x double, y double, z double").repartition(partitions)
+    columns = np.array([x, y, z]).T
+    lows, highs = columns.min(axis=0), columns.max(axis=0)
+    sums = centred_sums(frame, ["x", "y", "z"], list(lows), list(highs))
+    centres = lows / 2 + highs / 2
+    centres[2] = 0.25
+    d = columns - centres  # numpy's rounding of each difference
+    scales = [2.0 ** math.frexp(max(h - c, c - lo))[1] if h > lo else 1.0 for lo, h, c in zip(lows, highs, centres)]
+    assert sums.rows == 21 and sums.centres == tuple(centres)
+    for j in range(3):
+        assert abs(sums.first[j] - sum(Fraction(v) for v in d[:, j])) <= Fraction(21 * scales[j]) / 2**124
+        for k in range(3):
+            products = sum(Fraction(v) for v in d[:, j] * d[:, k])
+            assert abs(sums.second[j][k] - products) <= Fraction(21 * scales[j] * scales[k]) / 2**124, (j, k)
+    assert sums.first[0] == sum(Fraction(v) for v in d[:, 0])  # x's differences and products are exact there
+    assert sums.second[0][0] == sum(Fraction(v) for v in d[:, 0] ** 2)
+    assert sums.first[2] == 0 and sums.second[2][2] == 0 and sums.second[0][2] == 0
+    again = centred_sums(frame.repartition(7).orderBy("y"), ["x", "y", "z"], list(lows), list(highs))
+    assert again == sums
 
 
 def test_repeated_keys_on_the_synthetic_side_name_that_side(spark):

@@ -5,13 +5,17 @@ The reference comparisons on blocked data are in test_linkage.py.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
 from privacy_eval.inputs import InputPassWork, prepare_inputs
+from privacy_eval.linkage import prepare
 from privacy_eval.linkage.attack import linkage_attack
 from privacy_eval.linkage.prepare import SideStats, complete_targets, input_pass_work
 from tests.support.asserts import assert_same
@@ -237,11 +241,11 @@ def test_drop_incomplete_drops_on_both_sides_and_reports(spark):
     config = LinkageConfig(targets=["u", "v"], drop_incomplete=True)
     inputs = prepare_inputs(so, ss, row_key="id", work=input_pass_work(config))
     assert (inputs.n_paired_keys, inputs.pass_figures.n_paired_where) == (40, 36)
-    # the profile pass counted the incomplete records the attack drops, and its moments
+    # the profile pass counted the incomplete records the attack drops, and its ranges
     # are those of the complete ones
     stats = SideStats.from_values(inputs.pass_figures.side_aggregates["original"], 2)
-    assert (stats.n_rows, stats.n_incomplete, stats.moments.n) == (40, 3, 37)
-    np.testing.assert_allclose(stats.moments.mean, o.dropna()[["u", "v"]].mean().to_numpy(), rtol=1e-12)
+    assert (stats.n_rows, stats.n_incomplete, stats.n) == (40, 3, 37)
+    np.testing.assert_array_equal(stats.col_min, o.dropna()[["u", "v"]].min().to_numpy())
     hinted = linkage_attack(inputs, config)
     inputs.unpersist()
     assert_same(hinted.details(), result.details())
@@ -336,3 +340,59 @@ def test_eccentricities_equal_in_exact_arithmetic_make_one_precision_recall_row(
     assert [row[0] for row in pr.confidence.rows] == pytest.approx(thresholds, rel=1e-12)
     assert [row[1] for row in pr.confidence.rows] == [2, 4, 5, 6, 8]
     assert [row[3] for row in pr.confidence.rows] == pytest.approx([1, 1, 1, 1, 7 / 8], abs=1e-12)
+
+
+# Block T: the truth (0.297) and a competitor placed so that their Mahalanobis scores
+# differ by the tie tolerance 2^-26 to within one unit in the last place: whether they
+# tie follows the last bits of the covariance. Block R: 40 records and exact copies.
+FLIP_OTHERS = [1.288185, 1.449446, 0.066336, -0.764544, -1.092173, 0.031335, -1.022103, -1.436829, 0.199312,
+               0.133375, 0.546468, -0.913971, 0.005005, -0.064742, -1.505829, 0.537997, 0.320711, 2.389112,
+               0.202969, -0.144702, 1.232757, 0.198791, 0.909031, -0.365544, 0.218172, 1.024289, 0.696247,
+               0.128472, -1.082308, 0.445222, 0.076863, 0.720468, 0.216233, 1.088185, -0.05156, 0.201964,
+               0.666776, -1.086885, -0.40166, -0.500029]
+
+
+@pytest.mark.parametrize("cov_from", ["raw", "pooled"])
+def test_a_tie_at_the_tolerance_does_not_follow_the_partitioning(spark, sql_conf, cov_from):
+    # Spark's avg/covar_pop gave a success rate of 1.0 or 40.5/41 with the row placement.
+    original = [(0, 0.297, "T"), (1, 0.29700001212474353, "T")] + [(i + 2, v, "R") for i, v in enumerate(FLIP_OTHERS)]
+    synthetic = [(0, 0.0, "T")] + [(i + 2, v, "R") for i, v in enumerate(FLIP_OTHERS)]
+    schema = "id long, x double, g string"
+    config = LinkageConfig(targets=["x"], blocking=["g"], methods=["mahalanobis"], cov_from=cov_from)
+    figures = set()
+    for partitions, placed in ((2, None), (2, 2), (7, None), (7, 3), (1, 5)):
+        sql_conf({"spark.sql.shuffle.partitions": str(partitions)})
+        so, ss = spark.createDataFrame(original, schema), spark.createDataFrame(synthetic, schema)
+        if placed:
+            so, ss = so.repartition(placed), ss.repartition(placed + 1)
+        result = attack(so, ss, config)
+        m = result.methods["mahalanobis"]
+        figures.add((m.success_rate, m.n_certain, result.ridge_added, result.condition_number))
+    assert len(figures) == 1, figures
+
+
+def test_covariance_moments_are_those_of_exact_arithmetic_on_a_large_mean(spark):
+    # numpy's two-pass moments of this data are 1e-11 off in the second moments (its
+    # x - mean rounds); exact sums of the centred records keep them to the last bits.
+    rng = np.random.default_rng(3)
+    o = 1e9 + rng.normal(size=(300, 3)) @ np.array([[1.0, 0.3, 0.0], [0.0, 1.0, 0.5], [0.0, 0.0, 2.0]])
+    s = 1e9 + rng.normal(size=(200, 3))
+    so, ss = (spark.createDataFrame([(i, *map(float, r)) for i, r in enumerate(x)], "id long, a double, b double, c double")
+              for x in (o, s))
+    config = LinkageConfig(targets=["a", "b", "c"])
+    inputs = prepare_inputs(so, ss, row_key="id", cache=())
+    plan = prepare.checked_plan(inputs, config)
+    sides = prepare.prepare_sides(inputs.original, inputs.synthetic, KEY, plan, config, None)
+
+    def exact(x):  # (mean, centred cross-products) in fractions, rounded once
+        rows = [[Fraction(v) for v in r] for r in x]
+        mean = [sum(r[j] for r in rows) / len(rows) for j in range(3)]
+        m2 = [[float(sum((r[j] - mean[j]) * (r[k] - mean[k]) for r in rows)) for k in range(3)] for j in range(3)]
+        return np.array([float(v) for v in mean]), np.array(m2)
+
+    for cov_from, x in (("raw", o), ("anon", s), ("pooled", np.vstack([o, s]))):
+        got = prepare.covariance_moments(sides, plan.target_columns, cov_from)
+        mean, m2 = exact(x)
+        assert got.n == len(x)
+        assert np.array_equal(got.mean, mean)  # rounded once
+        np.testing.assert_allclose(got.m2, m2, rtol=1e-14)  # the products are rounded

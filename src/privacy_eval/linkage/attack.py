@@ -15,11 +15,12 @@ How it runs (one distributed pass per step, nothing row-level reaches the driver
 1. Schema checks (targets, blocking columns, ridge, top-k) without touching data.
 2. One native aggregation over both sides (or the figures ``prepare_inputs`` computed
    in its profile pass, ``inputs.pass_figures``): null/NaN/inf counts per target and the
-   :class:`~privacy_eval.linkage.kernel.Moments` of the complete records (Spark's
-   ``avg``/``covar_pop``, centred and merged like ``Moments.merge``; only p x p numbers
-   are collected). From them: the incomplete-record check (or the drop counts), the
-   record counts, the constant columns and the covariance S for ``cov_from`` raw /
-   anon / pooled.
+   minima and maxima of the complete records. From them: the incomplete-record check
+   (or the drop counts), the record counts and the constant columns. With the
+   Mahalanobis method, one more aggregation per side ``cov_from`` names (raw / anon /
+   pooled) gives the :class:`~privacy_eval.linkage.kernel.Moments` for the covariance
+   S, from exact sums (:func:`~privacy_eval.linkage.prepare.covariance_moments`: the
+   same under any partitioning; only p x p numbers are collected).
 3. Whitening W (W Wᵀ = S⁻¹, ridge ``ridge * mean(diag S)``) on the driver; W reaches
    the executors by closure.
 4. Both sides stacked, shuffled once by a 64-bit hash of the blocking values (the
@@ -106,6 +107,7 @@ from privacy_eval.linkage.prepare import (
     AttackPlan,
     PreparedSides,
     checked_plan,
+    covariance_moments,
     prepare_sides,
 )
 from privacy_eval.linkage.rates import (
@@ -154,7 +156,8 @@ def linkage_attack(
     hints = _hints(inputs, config)
     bound = _checked_arguments(split_rows, hints.true_pairs, max_pairs_per_block_for_confidence)
     sides = prepare_sides(inputs.original, inputs.synthetic, KEY, plan, config, hints.side_aggregates)
-    whitened = whiten(sides.stats[0].moments, sides.stats[1].moments, config, plan.targets, plan.methods)
+    moments = covariance_moments(sides, plan.target_columns, config.cov_from) if "mahalanobis" in plan.methods else None
+    whitened = whiten(moments, config, plan.targets, plan.methods)
     setup = ScoringSetup(
         methods=plan.methods, whitening=whitened.whitening, targets=tuple(plan.targets), tcols=plan.target_columns,
         bcols=plan.blocking_columns, integral_key=sides.integral_key, squared=config.squared,

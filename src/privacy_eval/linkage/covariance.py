@@ -40,13 +40,13 @@ class Whitened:
     warnings: tuple[str, ...]
 
 
-def whiten(
-    original: Moments, synthetic: Moments, config: LinkageConfig, targets: Sequence[str], methods: Sequence[str]
-) -> Whitened:
-    """The whitening of the Mahalanobis method, if asked for. Raises :class:`InputError`."""
+def whiten(moments: Moments | None, config: LinkageConfig, targets: Sequence[str], methods: Sequence[str]) -> Whitened:
+    """The whitening of the Mahalanobis method, if asked for, from the `moments` of the
+    records `config.cov_from` names. Raises :class:`InputError`."""
     if "mahalanobis" not in methods:
         return Whitened(None, (), ())
-    whitening = _whitening(original, synthetic, config, targets)
+    assert moments is not None
+    whitening = _whitening(moments, config, targets)
     dropped = tuple(targets[j] for j in whitening.dropped)
     warnings = []
     if dropped:
@@ -70,10 +70,8 @@ def whiten(
     return Whitened(whitening, dropped, tuple(warnings))
 
 
-def _whitening(original: Moments, synthetic: Moments, config: LinkageConfig, targets: Sequence[str]) -> Whitening:
+def _whitening(mom: Moments, config: LinkageConfig, targets: Sequence[str]) -> Whitening:
     side = _COVARIANCE_SIDE[config.cov_from]
-    with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
-        mom = {"raw": original, "anon": synthetic, "pooled": original.merge(synthetic)}[config.cov_from]
     if mom.n < 2:
         raise InputError(
             f"linkage: need at least 2 {side} records to estimate the covariance (cov_from: "

@@ -1,7 +1,8 @@
 """Preparing the attack: its configuration checked against the data, the targets and
 blocking values in the attack's own columns, which records are complete, and the
-per-side counts and moments (one native aggregation over both sides, or the figures
-``prepare_inputs`` computed in its profile pass).
+per-side counts and ranges (one native aggregation over both sides, or the figures
+``prepare_inputs`` computed in its profile pass), and the moments of the side the
+covariance comes from (exact sums: the same under any partitioning).
 
 See docs/metrics.md, Linkage attack: candidates and blocking; truth coverage and "not
 measurable".
@@ -10,8 +11,10 @@ measurable".
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +25,7 @@ from pyspark.sql import types as T
 from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import as_double_sql, finite_sql, qcol, quote, stacked_sides
+from privacy_eval.frames import as_double_sql, centred_sums, finite_sql, qcol, quote, stacked_sides
 from privacy_eval.inputs import InputPassWork
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.blocking import normalised_value
@@ -38,6 +41,7 @@ __all__ = [
     "SideStats",
     "check_linkage_inputs",
     "complete_targets",
+    "covariance_moments",
     "input_pass_work",
     "prepare_sides",
     "side_statistics",
@@ -201,35 +205,32 @@ def _target_values(config: LinkageConfig, frame: DataFrame) -> list[str] | None:
 @dataclass(frozen=True)
 class SideStats:
     """One side's record count, records with a non-finite target, such values per
-    target, and the moments of its complete records."""
+    target, and the minima and maxima of its complete records per target (+inf and
+    -inf without any)."""
 
     n_rows: int
     n_incomplete: int
     bad: np.ndarray  # int64 (p,): null/NaN/inf values per target
-    moments: Moments
+    col_min: np.ndarray
+    col_max: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Complete records."""
+        return self.n_rows - self.n_incomplete
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any] | None, p: int) -> SideStats:
         """From the values of :func:`_stat_aggregates` (None: a side without rows)."""
-        empty = Moments.from_array(np.zeros((0, p)))
         if values is None:
-            return cls(0, 0, np.zeros(p, dtype=np.int64), empty)
+            return cls(0, 0, np.zeros(p, dtype=np.int64), np.full(p, np.inf), np.full(p, -np.inf))
         n_rows, n_incomplete = int(values["n_rows"]), int(values["n_incomplete"])
-        n = n_rows - n_incomplete
-        moments = empty
-        if n:
-            m2 = np.zeros((p, p))
-            for j in range(p):
-                for k in range(j, p):
-                    m2[j, k] = m2[k, j] = values[f"cov{j}_{k}"] * n
-            moments = Moments(
-                n,
-                np.array([values[f"mean{j}"] for j in range(p)], dtype=np.float64),
-                m2,
-                np.array([values[f"min{j}"] for j in range(p)], dtype=np.float64),
-                np.array([values[f"max{j}"] for j in range(p)], dtype=np.float64),
-            )
-        return cls(n_rows, n_incomplete, np.array([values[f"bad{j}"] for j in range(p)], dtype=np.int64), moments)
+        complete = n_rows > n_incomplete
+        return cls(
+            n_rows, n_incomplete, np.array([values[f"bad{j}"] for j in range(p)], dtype=np.int64),
+            np.array([values[f"min{j}"] if complete else np.inf for j in range(p)], dtype=np.float64),
+            np.array([values[f"max{j}"] if complete else -np.inf for j in range(p)], dtype=np.float64),
+        )
 
 
 def side_statistics(config: LinkageConfig) -> SideAggregates:
@@ -247,17 +248,14 @@ def side_statistics(config: LinkageConfig) -> SideAggregates:
 
 def _stat_aggregates(frame: DataFrame, xs: Sequence[str]) -> tuple[DataFrame, dict[str, Column]]:
     """``frame`` with per-record columns the statistics need, and over it, by name: the
-    null/NaN/inf counts per target (``xs``: their doubles, SQL text) and the moments of
-    the complete records.
+    null/NaN/inf counts per target (``xs``: their doubles, SQL text) and the minima and
+    maxima of the complete records.
 
     The per-record flags and masked values are columns of their own, computed once per
     record, rather than expressions repeated inside the aggregates (the completeness
-    test sat in 21 of them), which costs the pass's tasks less CPU.
-
-    Native aggregates: Spark's ``avg`` and ``covar_pop`` update centred moments record
-    by record and merge partial results with the same formulas as
-    :meth:`Moments.merge`, so large means do not cancel. Against a ``mapInPandas`` pass
-    they save starting Python workers and moving every record to them.
+    test sat in 21 of them), which costs the pass's tasks less CPU. The covariance is not
+    among them: Spark's ``avg`` and ``covar_pop`` add doubles in the partitions' order,
+    whose last bits would then follow the partitioning (see :func:`covariance_moments`).
     """
     p = len(xs)
     ok = [f"{N.PREFIX}ok{j}" for j in range(p)]
@@ -275,8 +273,6 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[str]) -> tuple[DataFrame, di
         "n_rows": F.count(F.lit(1)),
         "n_incomplete": F.count(F.when(~F.col(complete), 1)),
         **{f"bad{j}": F.count(F.when(~F.col(name), 1)) for j, name in enumerate(ok)},
-        **{f"mean{j}": F.avg(v[j]) for j in range(p)},
-        **{f"cov{j}_{k}": F.covar_pop(v[j], v[k]) for j in range(p) for k in range(j, p)},
         **{f"min{j}": F.min(v[j]) for j in range(p)},
         **{f"max{j}": F.max(v[j]) for j in range(p)},
     }
@@ -317,11 +313,41 @@ class PreparedSides:
 
     @property
     def n_original(self) -> int:
-        return self.stats[0].moments.n
+        return self.stats[0].n
 
     @property
     def n_synthetic(self) -> int:
-        return self.stats[1].moments.n
+        return self.stats[1].n
+
+
+# The records the covariance comes from, per cov_from: 0 the original side, 1 the synthetic.
+_COVARIANCE_SIDES = {"raw": (0,), "anon": (1,), "pooled": (0, 1)}
+
+
+def covariance_moments(sides: PreparedSides, tcols: Sequence[str], cov_from: str) -> Moments:
+    """The moments of the records ``cov_from`` names (``pooled``: both sides' together),
+    from exact sums over them (:func:`frames.centred_sums`, one aggregation): mean and
+    centred cross-products rounded once, the same under any partitioning."""
+    picked = _COVARIANCE_SIDES[cov_from]
+    if not sum(sides.stats[i].n for i in picked):
+        return Moments.from_array(np.zeros((0, len(tcols))))
+    lows = np.min([sides.stats[i].col_min for i in picked], axis=0)
+    highs = np.max([sides.stats[i].col_max for i in picked], axis=0)
+    both = (sides.original, sides.synthetic)
+    records = functools.reduce(DataFrame.unionByName, (both[i].select(*tcols) for i in picked))
+    sums = centred_sums(records, tcols, list(lows), list(highs))
+    n, d, dd = sums.rows, sums.first, sums.second
+    mean = [_rounded(c + total / n) for c, total in zip(sums.centres, d)]
+    m2 = [[_rounded(dd[j][k] - d[j] * d[k] / n) for k in range(len(tcols))] for j in range(len(tcols))]
+    return Moments(n, np.array(mean), np.array(m2), lows, highs)
+
+
+def _rounded(x: Fraction) -> float:
+    """x to the nearest double; +-inf beyond the largest."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def prepare_sides(
@@ -386,15 +412,14 @@ def _check_complete(stats: tuple[SideStats, SideStats], targets: Sequence[str], 
 
 
 def _check_attackable(stats: tuple[SideStats, SideStats], targets: Sequence[str]) -> None:
-    mom_o = stats[0].moments
-    n_o, n_s = mom_o.n, stats[1].moments.n
+    n_o, n_s = stats[0].n, stats[1].n
     if n_s == 0:
         raise InputError("linkage: no synthetic record left to attack (every one has a missing target value)")
     if n_o < 2:
         raise InputError(
             f"linkage: need at least 2 original records with every target present to attack; got {n_o}"
         )
-    if np.all(mom_o.col_min == mom_o.col_max):
+    if np.all(stats[0].col_min == stats[0].col_max):
         raise InputError(
             f"linkage: fewer than 2 distinct original records on the targets: every target column "
             f"({', '.join(repr(t) for t in targets)}) is constant over the originals, so no "
@@ -406,9 +431,8 @@ def _check_spans(stats: tuple[SideStats, SideStats], targets: Sequence[str]) -> 
     """Refuse a target whose values, over both sides, span more than the largest double:
     the differences the scores are made of (and the weighted method's range) would be
     infinite, and the column would drop out of the weighted score."""
-    mom_o, mom_s = stats[0].moments, stats[1].moments
     with np.errstate(over="ignore"):
-        spans = np.maximum(mom_o.col_max, mom_s.col_max) - np.minimum(mom_o.col_min, mom_s.col_min)
+        spans = np.maximum(stats[0].col_max, stats[1].col_max) - np.minimum(stats[0].col_min, stats[1].col_min)
     if not np.isfinite(spans).all():
         j = int(np.flatnonzero(~np.isfinite(spans))[0])
         raise InputError(
