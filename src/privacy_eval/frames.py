@@ -275,17 +275,28 @@ def centred_sums(frame: DataFrame, names: Sequence[str], lows: Sequence[float], 
     added in the partitions' order."""
     centres = [lo if lo == hi else lo / 2 + hi / 2 for lo, hi in zip(lows, highs)]
     exponents = [math.frexp(max(hi - c, c - lo))[1] for lo, hi, c in zip(lows, highs, centres)]
-    u = [_times_power_of_two(F.col(name) - F.lit(c), -e) for name, c, e in zip(names, centres, exponents)]
     p = len(names)
+    # One projection per step: inlined into each of the sums, the expressions would make
+    # a task binary of megabytes for ten columns (330 sums).
+    scaled = frame.select(*(
+        _times_power_of_two(F.col(name) - F.lit(c), -e).alias(f"u{j}")
+        for j, (name, c, e) in enumerate(zip(names, centres, exponents))
+    ))
+    u = [F.col(f"u{j}") for j in range(p)]
     values = {f"{j}": u[j] for j in range(p)} | {f"{j}_{k}": u[j] * u[k] for j in range(p) for k in range(j, p)}
-    row = frame.agg(
+    fixed = scaled.select(*(_fixed_point(w).alias(name) for name, w in values.items()))
+    parts = fixed.select(*(
+        part.alias(f"v{name}_{i}") for name in values for i, part in enumerate(_two_longs(F.col(f"`{name}`")))
+    ))
+    row = parts.agg(
         F.count(F.lit(1)).alias("n"),
-        *(F.sum(part).alias(f"v{name}_{i}") for name, w in values.items() for i, part in enumerate(_fixed_point(w))),
+        *(F.sum(piece).alias(f"v{name}_{h}{i}") for name in values for h in range(2)
+          for i, piece in enumerate(long_slices(F.col(f"v{name}_{h}")))),
     ).collect()[0]
 
     def total(name: str, exponent: int) -> Fraction:
-        parts = [row[f"v{name}_{i}"] or 0 for i in range(6)]
-        units = (from_slice_sums(parts[:3]) << _FIXED_BITS) + from_slice_sums(parts[3:])
+        hi, lo = ([row[f"v{name}_{h}{i}"] or 0 for i in range(3)] for h in range(2))
+        units = (from_slice_sums(hi) << _FIXED_BITS) + from_slice_sums(lo)
         return Fraction(units, 1 << 2 * _FIXED_BITS) * _power(-exponent)
 
     first = tuple(total(f"{j}", exponents[j]) for j in range(p))
@@ -302,14 +313,16 @@ def _times_power_of_two(x: Column, e: int) -> Column:
     return x * F.lit(2.0**half) * F.lit(2.0 ** (e - half))
 
 
-def _fixed_point(w: Column) -> list[Column]:
-    """w in (-1, 1) as the `long_slices` of its two 62-bit fixed-point longs, both with
-    w's sign: w = (hi + lo * 2^-62) * 2^-62, truncated towards 0."""
-    a = w * F.lit(2.0**_FIXED_BITS)  # exact, below 2^62 in size
-    hi = a.cast("long")  # truncated towards 0
-    lo = ((a - hi) * F.lit(2.0**_FIXED_BITS)).cast("long")  # a - hi is exact (Sterbenz)
-    return [*long_slices(hi), *long_slices(lo)]
+def _fixed_point(w: Column) -> Column:
+    """w in (-1, 1) times 2^62: exact, below 2^62 in size."""
+    return w * F.lit(2.0**_FIXED_BITS)
 
+
+def _two_longs(a: Column) -> tuple[Column, Column]:
+    """a (a `_fixed_point` value) as two longs of w's sign, w = (hi + lo * 2^-62) * 2^-62,
+    truncated towards 0."""
+    hi = a.cast("long")
+    return hi, ((a - hi) * F.lit(2.0**_FIXED_BITS)).cast("long")  # a - hi is exact (Sterbenz)
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:
     """Each column followed by its null flag: the arguments for a row hash.

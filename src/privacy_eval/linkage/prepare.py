@@ -347,7 +347,7 @@ def _rounded(x: Fraction) -> float:
     try:
         return float(x)
     except OverflowError:
-        return math.copysign(math.inf, x)
+        return math.inf if x > 0 else -math.inf
 
 
 def prepare_sides(
