@@ -319,29 +319,6 @@ def test_weighted_refuses_a_range_too_narrow_to_normalise_and_is_scale_free_abov
     assert 0 < plain.success_rate < 1  # the swapped pair makes it more than a copy
 
 
-def test_eccentricities_equal_in_exact_arithmetic_make_one_precision_recall_row(spark):
-    # Block A: 10, 20, 30, 40 on both sides; 20 and 30 see the same distances (10, 0, 10,
-    # 20), so their eccentricities are equal, but the whitened scores round them a few
-    # units in the last place apart. Block B: 40, 40 (a two-way tie), 5, 7.
-    values = [10, 20, 30, 40, 40, 40, 5, 7]
-    rows = [(i, float(v), "A" if i < 4 else "B") for i, v in enumerate(values)]
-    schema = "id long, x double, g string"
-    config = LinkageConfig(targets=["x"], blocking=["g"], methods=["mahalanobis"])
-    pr = attack(spark.createDataFrame(rows, schema), spark.createDataFrame(rows, schema), config).methods["mahalanobis"]
-    # By hand, on |x - y| (eccentricity does not depend on the scale): margin / sd.
-    expected = {}
-    for block in ("A", "B"):
-        xs = np.array([v for (_, v, g) in rows if g == block])
-        for x in xs:
-            d = np.sort(np.abs(xs - x))
-            expected.setdefault(round((d[1] - d[0]) / np.std(d, ddof=1), 12), []).append(x)
-    thresholds = sorted(expected, reverse=True)
-    assert len(thresholds) == 5 and len(expected[thresholds[0]]) == 2  # 20 and 30
-    assert [row[0] for row in pr.confidence.rows] == pytest.approx(thresholds, rel=1e-12)
-    assert [row[1] for row in pr.confidence.rows] == [2, 4, 5, 6, 8]
-    assert [row[3] for row in pr.confidence.rows] == pytest.approx([1, 1, 1, 1, 7 / 8], abs=1e-12)
-
-
 # Block T: the truth (0.297) and a competitor placed so that their Mahalanobis scores
 # differ by the tie tolerance 2^-26 to within one unit in the last place: whether they
 # tie follows the last bits of the covariance. Block R: 40 records and exact copies.

@@ -167,7 +167,7 @@ def linkage_attack(
     persisted: list[Any] = []
     try:
         scored = score_blocks(sides.original, sides.synthetic, setup, persisted)
-        results = _method_results(scored, plan, whitened, sides, bound, setup.tol)
+        results = _method_results(scored, plan, whitened, sides, bound)
         pairs = true_pairs_of(
             next(iter(results.values())), sides.n_synthetic, hints.true_pairs,
             lambda: blocking.true_pairs(scored.original, scored.synthetic),
@@ -204,12 +204,12 @@ def _checked_arguments(split_rows: int, hinted_true_pairs: int | None, max_pairs
 
 
 def _method_results(
-    scored: Scored, plan: AttackPlan, whitened: Whitened, sides: PreparedSides, bound: int, tol: float
+    scored: Scored, plan: AttackPlan, whitened: Whitened, sides: PreparedSides, bound: int
 ) -> dict[str, LinkageMethodResult]:
     kept = tuple(t for t in plan.targets if t not in whitened.dropped_constant)
     results, summaries = method_results(
         scored.frame, scored.histograms, scored.n_confidence_rows, plan.methods, plan.top_k,
-        {"mahalanobis": kept, "weighted": plan.targets}, bound, tol,
+        {"mahalanobis": kept, "weighted": plan.targets}, bound,
     )
     for summary in summaries.values():
         if summary.n != sides.n_synthetic:  # pragma: no cover - a plumbing bug, never user input

@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.attack_result import LinkageMethodResult, PrecisionRecallSummary
-from privacy_eval.linkage.kernel.distances import joins
 from privacy_eval.linkage.kernel.risk import top_k_probability
 
 __all__ = [
@@ -118,7 +117,6 @@ def method_results(
     top_k: Sequence[int],
     targets_by_method: dict[str, tuple[str, ...]],
     bound: int,
-    tol: float,
 ) -> tuple[dict[str, LinkageMethodResult], dict[str, RateSummary]]:
     """One result per method, in the configured order, and the rates behind each."""
     exact_conf = _collect_small_confidence(scored, n_conf_rows)
@@ -129,7 +127,7 @@ def method_results(
         cand = [(a, b, n) for m, k, a, b, n in histograms if m == code and k == N.K_CAND]
         rank = [(a, b, n) for m, k, a, b, n in histograms if m == code and k == N.K_RANK]
         s = summaries[name] = summarize_rates(cand, rank, top_k)
-        conf = _confidence_summary(scored, code, n_conf_rows.get(code, 0), exact_conf.get(code), s.n, bound, tol)
+        conf = _confidence_summary(scored, code, n_conf_rows.get(code, 0), exact_conf.get(code), s.n, bound)
         results[name] = LinkageMethodResult(
             method=name, targets=targets_by_method[name], confidence=conf,
             status=s.status, success_rate=s.success_rate, baseline_random=s.baseline_random, lift=s.lift,
@@ -194,7 +192,6 @@ def _confidence_summary(
     exact_data: list[tuple[float, int, int]] | None,
     n_records: int,
     bound: int,
-    tol: float,
 ) -> PrecisionRecallSummary:
     if n_rows == 0:
         return PrecisionRecallSummary(
@@ -203,7 +200,7 @@ def _confidence_summary(
             "eccentricity needs every candidate score of a record",
             bound=bound, n_in_scope=0, n_single_candidate=0, n_no_candidate=0, exact=False, rows=(),
         )
-    sweep = _exact_sweep(exact_data, tol) if exact_data is not None else _sweep_at_quantiles(scored, code)
+    sweep = _exact_sweep(exact_data) if exact_data is not None else _sweep_at_quantiles(scored, code)
     computed = "all" if sweep.n_scope == n_records else "partial"
     return PrecisionRecallSummary(
         computed=computed,
@@ -220,15 +217,9 @@ def _confidence_summary(
     )
 
 
-def _exact_sweep(data: list[tuple[float, int, int]], tol: float) -> _Sweep:
-    """One row per distinct eccentricity, from the collected (conf, tie size, count)
-    rows. Eccentricities within the tie tolerance of each other (`joins`, the rule that
-    snaps scores) are one: values equal in exact arithmetic come out of the scores'
-    rounding a few units in the last place apart. Their row stands at the group's
-    smallest value, so that it attacks every member."""
-    values = np.array(sorted({c for c, _, _ in data if not math.isnan(c)}))
-    starts = np.concatenate([[True], ~joins(values[:-1], values[1:], tol)]) if len(values) else np.zeros(0, dtype=bool)
-    thresholds = [float(t) for t in values[starts][::-1]]
+def _exact_sweep(data: list[tuple[float, int, int]]) -> _Sweep:
+    """One row per distinct eccentricity, from the collected (conf, tie size, count) rows."""
+    thresholds = sorted({c for c, _, _ in data if not math.isnan(c)}, reverse=True)
     n_scope = sum(n for _, _, n in data)
     n_nan = sum(n for c, _, n in data if math.isnan(c))
     n_inf = sum(n for c, _, n in data if c == math.inf)
