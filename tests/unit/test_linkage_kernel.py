@@ -340,7 +340,7 @@ def test_mahalanobis_by_hand():
     close(_mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_anon, 0)[1].ravel(),
           [0.298106000442796, 2.68295400398516, 2.15813625226336, 2.29703443324213, 0.714662289126829,
            3.0874831308581, 2.14216413645173, 2.58809624772727, 1.28745954629003], 1e-12)
-    _, s_pool = mo_raw.merge(lk.Moments.from_array(BY_HAND_SYNTHETIC)).covariance()
+    _, s_pool = lk.Moments.from_array(np.vstack([BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC])).covariance()
     close(_mahalanobis_matrix(BY_HAND_ORIGINAL, BY_HAND_SYNTHETIC, s_pool, 0)[1].ravel(),
           [0.247749284113123, 2.2297435570181, 2.16939573118272, 1.98041113450684, 0.537093678324125,
            2.31267564929258, 2.44410336163618, 2.00267101005843, 0.973272044754692], 1e-12)
@@ -444,12 +444,7 @@ def test_reference_seed_example():
     rounded to one decimal): its condition number, pair scores and eccentricity."""
     ids, xr, xa = _seed_example()
     assert xr.shape == xa.shape == (30, 2)
-    # moments merged from uneven partitions = the whole
-    parts = [lk.Moments.from_array(xr[a:b]) for a, b in [(0, 7), (7, 8), (8, 8), (8, 30)]]
-    mo = parts[0]
-    for m in parts[1:]:
-        mo = mo.merge(m)
-    _, cov = mo.covariance()
+    _, cov = lk.Moments.from_array(xr).covariance()
     close(cov, np.cov(xr.T, ddof=1), 1e-14)
     w = lk.whitening_from_covariance(cov, 1e-6)
     assert w.condition_number == pytest.approx(45.21746096035358, rel=1e-13)
@@ -492,11 +487,7 @@ def test_invariance_under_invertible_linear_map():
 def test_moments_and_sums_agree_with_numpy():
     rng = np.random.default_rng(3)
     x = rng.normal(loc=1e6, scale=2.0, size=(500, 4))
-    parts = np.array_split(x, 7)
-    mo = lk.Moments.from_array(parts[0])
-    for part in parts[1:]:
-        mo = mo.merge(lk.Moments.from_array(part))
-    mean, cov = mo.covariance()
+    mean, cov = lk.Moments.from_array(x).covariance()
     ref = np.cov((x - x.mean(0)).T, ddof=1)
     # inputs near 1e6 carry ~1e-10 absolute noise in every deviation; the naive
     # XᵀX - n·x̄x̄ᵀ would be off by ~1e-4 here

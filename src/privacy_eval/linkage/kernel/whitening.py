@@ -22,18 +22,16 @@ CONDITION_LIMIT: float = 100.0
 
 @dataclass(frozen=True)
 class Moments:
-    """Mergeable first and second moments of a set of records (one partition).
+    """First and second moments of a set of records: the centred cross-product matrix
+    rather than raw ``XᵀX``, which would cancel catastrophically when the columns have
+    large means.  ``col_min``/``col_max`` make zero-variance detection exact (a rounding
+    residue such as 1e-34 would otherwise survive as a "variance" and whitening would
+    blow it up).
 
-    Stores the centred cross-product matrix rather than raw ``XᵀX`` because
-    merging centred moments (Chan et al.) does not cancel catastrophically
-    when the columns have large means.  ``col_min``/``col_max`` make zero-variance
-    detection exact (a rounding residue such as 1e-34 would otherwise survive
-    as a "variance" and whitening would blow it up).
-
-    ``cov_from`` maps to which records are accumulated: ``raw`` =
-    the distinct originals (one row per row key), ``anon`` = the distinct
-    synthetic records, ``pooled`` = ``raw_moments.merge(anon_moments)`` (a
-    person present on both sides contributes two rows, as in the reference).
+    ``cov_from`` names the records: ``raw`` the distinct originals (one row per row
+    key), ``anon`` the distinct synthetic records, ``pooled`` both (a person present on
+    both sides contributes two rows, as in the reference); the job computes them from
+    exact sums (``linkage.prepare.covariance_moments``).
     """
 
     n: int
@@ -56,26 +54,6 @@ class Moments:
         mean = x.mean(axis=0)
         c = x - mean
         return cls(n, mean, c.T @ c, x.min(axis=0), x.max(axis=0))
-
-    def merge(self, other: Moments) -> Moments:
-        """Moments of the union of two disjoint sets of records."""
-        if self.mean.shape != other.mean.shape:
-            raise ValueError("cannot merge moments over different numbers of columns")
-        if other.n == 0:
-            return self
-        if self.n == 0:
-            return other
-        n = self.n + other.n
-        delta = other.mean - self.mean
-        mean = self.mean + delta * (other.n / n)
-        m2 = self.m2 + other.m2 + np.outer(delta, delta) * (self.n * other.n / n)
-        return Moments(
-            n,
-            mean,
-            m2,
-            np.minimum(self.col_min, other.col_min),
-            np.maximum(self.col_max, other.col_max),
-        )
 
     def covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, sample covariance with denominator n-1); constant columns get exact zeros."""
