@@ -141,8 +141,14 @@ def binary_exponent(largest: float) -> int:
 
 
 def rescaled(column: Column, exponent: int) -> Column:
-    """`column` (doubles) times 2^-exponent, exactly; the column itself for 0."""
-    return column if exponent == 0 else column * F.lit(math.ldexp(1.0, -exponent))
+    """`column` (doubles) times 2^-exponent, exactly; the column itself for 0. Beyond a
+    normal double (|exponent| > 1022) as two factors, each a normal double."""
+    if exponent == 0:
+        return column
+    if abs(exponent) <= 1022:
+        return column * F.lit(math.ldexp(1.0, -exponent))
+    half = exponent // 2
+    return column * F.lit(math.ldexp(1.0, -half)) * F.lit(math.ldexp(1.0, half - exponent))
 
 
 # Exact moments: a finite double is m·2^q, m an integer below 2^53 and q the unit of its
@@ -248,7 +254,6 @@ def exact_moments(frame: DataFrame, names: Sequence[str]) -> list[ExactMoments]:
     return [ExactMoments(n_rows[i], count[i], low[i], high[i], total[i], squares[i]) for i in range(len(names))]
 
 
-
 @dataclass(frozen=True)
 class CentredSums:
     """The rows of a frame, and over them Σ d_j and Σ d_j·d_k (j <= k, in `second[j][k]`),
@@ -279,7 +284,7 @@ def centred_sums(frame: DataFrame, names: Sequence[str], lows: Sequence[float], 
     # One projection per step: inlined into each of the sums, the expressions would make
     # a task binary of megabytes for ten columns (330 sums).
     scaled = frame.select(*(
-        _times_power_of_two(F.col(name) - F.lit(c), -e).alias(f"u{j}")
+        rescaled(F.col(name) - F.lit(c), e).alias(f"u{j}")
         for j, (name, c, e) in enumerate(zip(names, centres, exponents))
     ))
     u = [F.col(f"u{j}") for j in range(p)]
@@ -307,12 +312,6 @@ def centred_sums(frame: DataFrame, names: Sequence[str], lows: Sequence[float], 
     return CentredSums(int(row["n"]), tuple(centres), first, tuple(tuple(r) for r in second))
 
 
-def _times_power_of_two(x: Column, e: int) -> Column:
-    """x * 2^e, exactly (as two factors, each a finite double, for |e| up to 2100)."""
-    half = e // 2
-    return x * F.lit(2.0**half) * F.lit(2.0 ** (e - half))
-
-
 def _fixed_point(w: Column) -> Column:
     """w in (-1, 1) times 2^62: exact, below 2^62 in size."""
     return w * F.lit(2.0**_FIXED_BITS)
@@ -323,6 +322,7 @@ def _two_longs(a: Column) -> tuple[Column, Column]:
     truncated towards 0."""
     hi = a.cast("long")
     return hi, ((a - hi) * F.lit(2.0**_FIXED_BITS)).cast("long")  # a - hi is exact (Sterbenz)
+
 
 def null_flagged(columns: Sequence[Column]) -> list[Column]:
     """Each column followed by its null flag: the arguments for a row hash.
