@@ -9,6 +9,7 @@ import pytest
 
 from privacy_eval.distance import kernel
 from privacy_eval.distance.kernel import ROUTE_SLACK, cells_within, kd_planes
+from privacy_eval.distance.search import Cells
 
 
 def leaves_of(points: np.ndarray, dims: np.ndarray, splits: np.ndarray, depth: int) -> np.ndarray:
@@ -99,6 +100,35 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch
     for q in range(len(queries)):
         near = np.sqrt(((points - queries[q]) ** 2).sum(axis=1)) <= bound[q]
         assert set(leaves[near].tolist()) <= {c for qq, c in got if qq == q}
+
+
+@pytest.mark.parametrize("depth", [1, 3, 6])
+def test_a_point_is_routed_to_every_other_cell_within_its_bound_and_no_more(depth):
+    rng = np.random.default_rng(10 + depth)
+    # A lattice with one coordinate never cut (constant), points on planes, and bounds from
+    # 0 to past the lattice: some stop short of their region's faces, some reach many cells.
+    points = np.column_stack([rng.integers(0, 8, size=(600, 2)).astype(float), np.full(600, 3.0)])
+    dims, splits = kd_planes(points[::2], depth)
+    axes = tuple(sorted({int(d) for d, v in zip(dims[1:], splits[1:]) if np.isfinite(v)}))
+    leaves = leaves_of(points, dims, splits, depth)
+    lo, hi, counts = boxes(points, leaves, depth)
+    cells = Cells(depth, tuple(dims), tuple(splits), axes, lo[:, list(axes)], hi[:, list(axes)], counts)
+    queries = np.vstack([points[:100], rng.normal(3.5, 3.0, size=(100, 3))])
+    home = leaves_of(queries, dims, splits, depth)
+    bound = np.concatenate([rng.choice([0.0, 0.5, 1.0, np.sqrt(2.0), 3.0], 190), np.full(10, np.inf)])
+    region_lo, region_hi = cells.regions
+    assert ((queries[:, axes] > region_lo[home]) & (queries[:, axes] <= region_hi[home])).all()
+    query, cell = cells.within(queries, bound, home)
+    got = set(zip(query.tolist(), cell.tolist()))
+    assert len(got) == len(query)
+    leaf, a = 2**depth + np.arange(2**depth), list(axes)  # boxes on the coordinates the planes cut
+    gap = np.maximum(np.maximum(lo[leaf][None][..., a] - queries[:, None, a], queries[:, None, a] - hi[leaf][None][..., a]), 0)
+    distance = np.sqrt((gap**2).sum(axis=2))
+    want = {(q, c) for q in range(len(queries)) for c in range(2**depth)
+            if c != home[q] and counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
+    assert got == want
+    faces = np.minimum(queries[:, axes] - region_lo[home], region_hi[home] - queries[:, axes]).min(axis=1)
+    assert (faces > bound).sum() >= 10 and len({q for q, _ in want}) >= 10  # both kinds of point
 
 
 def test_a_space_too_wide_to_search_is_estimated_warned_about_and_refused():

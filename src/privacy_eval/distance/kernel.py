@@ -292,6 +292,28 @@ def _descended(
     return np.broadcast_to(query[:, None], below.shape)[keep], below[keep]
 
 
+def leaf_regions(dims: np.ndarray, splits: np.ndarray, depth: int, axes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi), leaves x axes: the part of space the planes (`kd_planes`) give each leaf,
+    lo < x <= hi on each axis (a point goes right when its coordinate is greater than the
+    split value), +-inf where no plane bounds it."""
+    column = {a: j for j, a in enumerate(axes)}
+    lo, hi = np.full((2 ** (depth + 1), len(axes)), -np.inf), np.full((2 ** (depth + 1), len(axes)), np.inf)
+    for node in range(1, 2**depth):
+        lo[2 * node : 2 * node + 2], hi[2 * node : 2 * node + 2] = lo[node], hi[node]
+        if np.isfinite(splits[node]):  # an infinite split bounds nothing: its right child is empty
+            j = column[int(dims[node])]
+            hi[2 * node, j] = min(hi[node, j], splits[node])
+            lo[2 * node + 1, j] = max(lo[node, j], splits[node])
+    return lo[2**depth :], hi[2**depth :]
+
+
+def face_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The distance from each point to the nearest face of its region [lo, hi] (the point
+    inside it; inf for a region without faces)."""
+    gaps = np.minimum(points - lo, hi - points)
+    return gaps.min(axis=-1) if gaps.shape[-1] else np.full(len(points), np.inf)
+
+
 def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The distance from each point to its box [lo, hi] (0 inside it), over the last axis."""
     gap = np.maximum(np.maximum(lo - points, points - hi), 0.0)

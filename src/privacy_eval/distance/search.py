@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,10 +39,13 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
+    ROUTE_SLACK,
     as_matrix,
     cells_within,
     cloaking_in_cell,
+    face_distances,
     kd_planes,
+    leaf_regions,
     nearest,
     tie_tolerance,
 )
@@ -64,6 +68,8 @@ SAMPLE_VALUES = 10_000_000
 # At most 2^MAX_DEPTH cells: past it, cells hold more records than asked.
 MAX_DEPTH = 16
 _HASH_RANGE = 2**31
+# A face's distance is computed to a relative error of about 1e-16, as a box's.
+FACE_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
@@ -89,10 +95,26 @@ class Cells:
     def n_cells(self) -> int:
         return 2**self.depth
 
-    def within(self, points: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(point, cell) pairs: every non-empty cell whose box lies within the point's
-        bound (`kernel.cells_within`); `points` hold every coordinate."""
-        return cells_within(points[:, list(self.axes)], bound, self.lo, self.hi, self.counts, self.depth)
+    @cached_property
+    def regions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per leaf, the part of space its planes give it on the axes (`kernel.leaf_regions`)."""
+        return leaf_regions(np.asarray(self.dims), np.asarray(self.splits), self.depth, self.axes)
+
+    def within(self, points: np.ndarray, bound: np.ndarray, home: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(point, cell) pairs: every non-empty cell other than the point's `home` (the
+        cell the planes place it in) whose box lies within the point's bound
+        (`kernel.cells_within`); `points` hold every coordinate. Every other cell's box
+        lies beyond a face of the home region, so a point whose bound stops short of those
+        faces reaches none of them: only the others descend the tree of boxes (most
+        points, in cells much wider than the bounds)."""
+        on_axes = points[:, list(self.axes)]
+        lo, hi = self.regions
+        # The faces' distances are rounded as the boxes' are; FACE_SLACK keeps the skip on the safe side.
+        reach = bound * (1.0 + ROUTE_SLACK)
+        rest = np.flatnonzero(~(face_distances(on_axes, lo[home], hi[home]) * (1.0 - FACE_SLACK) > reach))
+        query, cell = cells_within(on_axes[rest], bound[rest], self.lo, self.hi, self.counts, self.depth)
+        other = cell != home[rest][query]
+        return rest[query[other]], cell[other]
 
     def of(self, coordinates: Sequence[Column]) -> Column:
         """The cell of a point (an int column): the planes followed from the root, a
@@ -225,9 +247,8 @@ def nearest_distances(
         ids = qry[ID].to_numpy()
         if not cells.depth:
             return pd.DataFrame({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}})
-        query, cell = cells.within(points, d[:, -1])
-        other = cell != qry[CELL].to_numpy()[query]
-        return _first_pass_rows({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}}, query[other], cell[other],
+        query, cell = cells.within(points, d[:, -1], qry[CELL].to_numpy())
+        return _first_pass_rows({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}}, query, cell,
                                 {ID: ids, **{c: points[:, j] for j, c in enumerate(names)}})
 
     def later_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
@@ -291,23 +312,26 @@ def cloaking_counts(
         hidden, others = found["hidden"].to_numpy(), found["others"].to_numpy()
         points, home = as_matrix(qry, names), qry[CELL].to_numpy()
         open_ = np.flatnonzero(~(hidden & (others >= cap)))
-        query, cell = ball_routes(points[open_], qry[RADIUS].to_numpy(dtype=float)[open_], qry[OWN].to_numpy()[open_])
+        query, cell = ball_routes(points[open_], qry[RADIUS].to_numpy(dtype=float)[open_], qry[OWN].to_numpy()[open_],
+                                  home[open_])
         query = open_[query]
-        away = cell != home[query]
         carried = {c: qry[c].to_numpy() for c in (ID, RADIUS, OWN)}
         # Every column in both kinds of row: NaN in `others` would make it a float column.
         return _first_pass_rows(
             {**carried, **{c: np.full(len(qry), np.nan) for c in names}, "hidden": hidden, "others": others},
-            query[away], cell[away],
+            query, cell,
             {**carried, **{c: points[:, j] for j, c in enumerate(names)},
              "hidden": np.zeros(len(qry), dtype=bool), "others": np.zeros(len(qry), dtype=others.dtype)},
         )
 
-    def ball_routes(points: np.ndarray, r: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query, cell) pairs: every cell within the query's ball, and its own record's
-        cell always: that record lies on the ball's boundary, which rounding must not lose."""
-        query, cell = cells.within(points, r + tie_tolerance(r))  # the kernel's ball, to the bit
-        missing = np.setdiff1d(np.arange(len(points)), query[cell == own[query]])
+    def ball_routes(
+        points: np.ndarray, r: np.ndarray, own: np.ndarray, home: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(query, cell) pairs: every cell but the home one within the query's ball, and its
+        own record's cell always (when not home): that record lies on the ball's boundary,
+        which rounding must not lose."""
+        query, cell = cells.within(points, r + tie_tolerance(r), home)  # the kernel's ball, to the bit
+        missing = np.setdiff1d(np.flatnonzero(own != home), query[cell == own[query]])
         return np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
 
     schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
