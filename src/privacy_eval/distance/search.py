@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -90,15 +89,17 @@ class Cells:
     lo: np.ndarray  # nodes x axes
     hi: np.ndarray
     counts: np.ndarray
+    # Per leaf, the part of space its planes give it on the axes (`kernel.leaf_regions`):
+    # computed once where the cells are made, and shipped with them to every task.
+    regions: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "regions", leaf_regions(np.asarray(self.dims), np.asarray(self.splits), self.depth, self.axes))
 
     @property
     def n_cells(self) -> int:
         return 2**self.depth
-
-    @cached_property
-    def regions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per leaf, the part of space its planes give it on the axes (`kernel.leaf_regions`)."""
-        return leaf_regions(np.asarray(self.dims), np.asarray(self.splits), self.depth, self.axes)
 
     def within(self, points: np.ndarray, bound: np.ndarray, home: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(point, cell) pairs: every non-empty cell other than the point's `home` (the
