@@ -373,12 +373,14 @@ def _second_pass(
     """The queries a first pass (`_first_pass_rows`, persisted; released here) sends on
     (`routes`: how many to each cell), searched by `fn` in their other cells; their
     answers there and in their own cell (`outs`) combined per query by `over_cells`, with
-    the answers the first pass settled: (the result, persisted; its rows)."""
+    the answers the first pass settled: (the result, persisted in `tasks` partitions; its rows)."""
     try:
         routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
         later = _searched(index, names, routed, routes, tasks, fn, schema)
         to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
-        result, n = _persisted(first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge)))
+        merged = first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge))
+        # The union holds a partition per cell and more; the figures' small jobs pay for each.
+        result, n = _persisted(merged.coalesce(tasks))
     finally:
         first.unpersist()
     return result, n
