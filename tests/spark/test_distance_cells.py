@@ -73,6 +73,7 @@ def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records, mon
     assert np.allclose(got[["d1", "d2"]].to_numpy(), want, rtol=CLOSE, atol=CLOSE)
     assert len(got) == len(queries) and cost.cells == cells.n_cells and cost.cells_per_query >= 1
     assert cut.homes.sum() == len(queries) and len(cut.homes) == cells.n_cells
+    assert found.rdd.getNumPartitions() == 2  # one per core, not one per cell: the figures pay per partition
     if case == "one point":  # every record in one cell, the others empty
         assert cells.n_cells > 1 and (cells.counts[cells.n_cells:] > 0).sum() == 1
     if case == "lattice" and cell_records < 10:
@@ -94,6 +95,7 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
     placed = placed.withColumn(OWN, cells.of([F.col(f"own{c}") for c in NAMES])).drop(*owns)
     cap = 5
     counts, cost = cloaking_counts(cut, placed, NAMES, cap, 2)
+    assert counts.rdd.getNumPartitions() == 2
     got = counts.toPandas().sort_values(ID)
     d = brute_distances(queries, index)
     tau = TIE * np.maximum(1.0, radius)[:, None]

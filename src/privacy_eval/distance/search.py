@@ -373,14 +373,18 @@ def _second_pass(
     """The queries a first pass (`_first_pass_rows`, persisted; released here) sends on
     (`routes`: how many to each cell), searched by `fn` in their other cells; their
     answers there and in their own cell (`outs`) combined per query by `over_cells`, with
-    the answers the first pass settled: (the result, persisted in `tasks` partitions; its rows)."""
+    the answers the first pass settled: (the result, persisted; its rows).
+
+    The result is cached in max(`tasks`, queries / QUERY_ROWS) partitions, as the one-cell
+    search's parts (one per core, at most about QUERY_ROWS queries each), not in the union's
+    one per cell and more: the figures read it in several small jobs, each paying per partition."""
     try:
         routed = first.filter(F.col(CELL) >= 0).select(*carried, CELL)
         later = _searched(index, names, routed, routes, tasks, fn, schema)
         to_merge = first.filter(F.col(CELL) == MERGE).select(ID, *outs).unionByName(later)
         merged = first.filter(F.col(CELL) == DONE).select(ID, *outs).unionByName(over_cells(to_merge))
-        # The union holds a partition per cell and more; the figures' small jobs pay for each.
-        result, n = _persisted(merged.coalesce(tasks))
+        parts = max(tasks, math.ceil(int(index.homes.sum()) / QUERY_ROWS))
+        result, n = _persisted(merged.coalesce(parts))
     finally:
         first.unpersist()
     return result, n
