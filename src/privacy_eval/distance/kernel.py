@@ -246,6 +246,11 @@ def kd_planes(points: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
 ROUTE_SLACK = 1e-9
 
 
+def route_limit(bound: np.ndarray) -> np.ndarray:
+    """The distance up to which a box counts as within the bound (ROUTE_SLACK)."""
+    return bound * (1.0 + ROUTE_SLACK)
+
+
 def cells_within(
     points: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, depth: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -257,7 +262,7 @@ def cells_within(
     (one array operation instead of _JUMP), for _ROUTE_BATCH (point, node) candidates at
     a time: a step's arrays hold candidates x 2^_JUMP boxes, so its memory stays bounded
     however many points there are."""
-    limit = bound * (1.0 + ROUTE_SLACK)
+    limit = route_limit(bound)
     query = np.arange(len(points))
     node = np.ones(len(points), dtype=np.int64)
     keep = (counts[node] > 0) & (box_distances(points, lo[node], hi[node]) <= limit)

@@ -38,7 +38,6 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
-    ROUTE_SLACK,
     as_matrix,
     cells_within,
     cloaking_in_cell,
@@ -46,6 +45,7 @@ from privacy_eval.distance.kernel import (
     kd_planes,
     leaf_regions,
     nearest,
+    route_limit,
     tie_tolerance,
 )
 
@@ -111,8 +111,7 @@ class Cells:
         on_axes = points[:, list(self.axes)]
         lo, hi = self.regions
         # The faces' distances are rounded as the boxes' are; FACE_SLACK keeps the skip on the safe side.
-        reach = bound * (1.0 + ROUTE_SLACK)
-        rest = np.flatnonzero(~(face_distances(on_axes, lo[home], hi[home]) * (1.0 - FACE_SLACK) > reach))
+        rest = np.flatnonzero(~(face_distances(on_axes, lo[home], hi[home]) * (1.0 - FACE_SLACK) > route_limit(bound)))
         query, cell = cells_within(on_axes[rest], bound[rest], self.lo, self.hi, self.counts, self.depth)
         other = cell != home[rest][query]
         return rest[query[other]], cell[other]
