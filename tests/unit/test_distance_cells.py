@@ -40,6 +40,17 @@ def boxes(points: np.ndarray, leaves: np.ndarray, depth: int) -> tuple[np.ndarra
     return lo, hi, counts
 
 
+def pairs_within(queries: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray,
+                 depth: int) -> set[tuple[int, int]]:
+    """Brute force: every (query, cell) pair whose leaf box, non-empty, lies within the
+    query's bound (times 1 + ROUTE_SLACK), scanning every box."""
+    leaf = 2**depth + np.arange(2**depth)
+    gap = np.maximum(np.maximum(lo[leaf][None] - queries[:, None], queries[:, None] - hi[leaf][None]), 0.0)
+    distance = np.sqrt((gap**2).sum(axis=2))
+    return {(q, c) for q in range(len(queries)) for c in range(2**depth)
+            if counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
+
+
 def test_planes_cut_spread_out_points_into_cells_of_equal_size():
     rng = np.random.default_rng(3)
     points = rng.normal(size=(4096, 3)) * [1.0, 10.0, 0.1]
@@ -89,11 +100,7 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch
     query, cell = cells_within(queries, bound, lo, hi, counts, depth)
     got = set(zip(query.tolist(), cell.tolist()))
     assert len(got) == len(query) and (np.diff(query) >= 0).all()  # no pair twice, in query order
-    leaf = 2**depth + np.arange(2**depth)
-    gap = np.maximum(np.maximum(lo[leaf][None] - queries[:, None], queries[:, None] - hi[leaf][None]), 0.0)
-    distance = np.sqrt((gap**2).sum(axis=2))
-    want = {(q, c) for q in range(len(queries)) for c in range(2**depth)
-            if counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
+    want = pairs_within(queries, bound, lo, hi, counts, depth)
     assert got == want
     assert depth == 0 or len(want) > len(queries)  # some queries reach several cells
     # Every point within a query's bound lies in a cell it is routed to.
@@ -121,11 +128,8 @@ def test_a_point_is_routed_to_every_other_cell_within_its_bound_and_no_more(dept
     query, cell = cells.within(queries, bound, home)
     got = set(zip(query.tolist(), cell.tolist()))
     assert len(got) == len(query)
-    leaf, a = 2**depth + np.arange(2**depth), list(axes)  # boxes on the coordinates the planes cut
-    gap = np.maximum(np.maximum(lo[leaf][None][..., a] - queries[:, None, a], queries[:, None, a] - hi[leaf][None][..., a]), 0)
-    distance = np.sqrt((gap**2).sum(axis=2))
-    want = {(q, c) for q in range(len(queries)) for c in range(2**depth)
-            if c != home[q] and counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
+    a = list(axes)  # boxes on the coordinates the planes cut
+    want = {(q, c) for q, c in pairs_within(queries[:, a], bound, lo[:, a], hi[:, a], counts, depth) if c != home[q]}
     assert got == want
     faces = np.minimum(queries[:, axes] - region_lo[home], region_hi[home] - queries[:, axes]).min(axis=1)
     assert (faces > bound).sum() >= 10 and len({q for q, _ in want}) >= 10  # both kinds of point
