@@ -89,6 +89,8 @@ def argument_parser() -> argparse.ArgumentParser:
                           help="also time the Spark steps one by one (with cells of M records with --cell-records)")
     distance.add_argument("--cell-records", type=int, metavar="M",
                           help="also run with cells of M records and compare with one cell")
+    distance.add_argument("--cells-only", action="store_true",
+                          help="with --cell-records: only the runs with cells of M, without the one-cell runs")
     distance.add_argument("--no-reference", action="store_true",
                           help="leave out the numpy reference (the Spark runs are compared with each other)")
     distance.add_argument("--redraw", type=float, default=0.0, help="share of synthetic records with a redrawn category")

@@ -11,6 +11,7 @@ Parquet, then times, in this one run:
   - with --cell-records M instead: Spark with every side in one cell and with cells of M
     records, alternated --runs times in the same session: the figures must be equal, and
     the ratio of the two medians of the `distance_metrics` times is what the cells cost;
+    with --cells-only too: the first item's runs, with cells of M instead of the default size;
   - numpy + scipy cKDTree in one process (tests/support/distance_fast.py) on the same
     files (leave it out with --no-reference: at 1e7 it takes over an hour).
 Every figure must agree (integers exactly, floats to 1e-12 relative); the script fails
@@ -258,7 +259,7 @@ def main(args: argparse.Namespace) -> int:
     run_spark(spark, *generate(2_000, args.seed, Path(args.data)))  # warm-up
     runs: list[SparkRun] = []
     one_cell = set()  # names of the runs with every side in one cell
-    if args.cell_records:
+    if args.cell_records and not args.cells_only:
         # One cell and cells of the size asked for, alternated: the same session, the same files.
         for turn in range(1, args.runs + 1):
             name = f"Spark, one cell, run {turn}"
@@ -268,11 +269,13 @@ def main(args: argparse.Namespace) -> int:
                 runs.append(SparkRun(f"Spark, cells of {args.cell_records:,}, run {turn}",
                                      *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
     else:
+        size = f", cells of {args.cell_records:,}" if args.cell_records else ""
         with PeakMemory() as memory:
-            runs.append(SparkRun("Spark (privacy_eval)", *run_spark(spark, original_path, synthetic_path)))
+            runs.append(SparkRun(f"Spark (privacy_eval){size}",
+                                 *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
         if not args.no_repeat:
-            runs.append(SparkRun("Spark, the same run repeated in the session",
-                                 *run_spark(spark, original_path, synthetic_path)))
+            runs.append(SparkRun(f"Spark, the same run repeated in the session{size}",
+                                 *run_spark(spark, original_path, synthetic_path, cell_records=args.cell_records)))
     steps = profile_spark(spark, original_path, synthetic_path, args.cell_records) if args.profile else []
     spark.stop()
     if args.no_reference:
@@ -283,7 +286,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"{machine()}, Spark master {args.master}; Spark session start {session_s:.1f} s (not included below)")
     print()
     base_s, base_name = numpy_s, "numpy"
-    if args.cell_records:
+    if one_cell:
         base_s = one_cell_s = statistics.median(r.inner for r in runs if r.name in one_cell)
         base_name = "the one-cell median"
     print("| distance metrics (5 components, cap 1,000) | records per side | wall time (s) | of which distance_metrics (s) "
@@ -297,7 +300,7 @@ def main(args: argparse.Namespace) -> int:
               f"| {f['closest_cells']} / {f['cloaking_cells']} "
               f"| {f['closest_cells_per_query']:.2f} / {f['cloaking_cells_per_query']:.2f} | {f['hidden_rate']:.4f} "
               f"| {f['local_cloaking']:g} | {f['capped']:,} | {f['dcr']:.6g} | {f['nndr']:.6g} |")
-    if args.cell_records:
+    if one_cell:
         cells_s = statistics.median(r.inner for r in runs if r.name not in one_cell)
         cpu = {kind: statistics.median(r.figures["cpu_seconds"] for r in runs if (r.name in one_cell) == one)
                for kind, one in (("one", True), ("cells", False))}
@@ -313,7 +316,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"local cloaking: p10/p50/p90 {r['lc_p10']}/{r['lc_p50']}/{r['lc_p90']}, "
               f"median a lower bound (half or more capped): {r['lc_median_lower_bound']}; "
               f"largest LC_i {int(r['lc'].max()):,}, mean LC_i {float(r['lc'].mean()):.1f}")
-    print(f"\npeak resident memory during the run '{runs[-1 if args.cell_records else 0].name}': "
+    print(f"\npeak resident memory during the run '{runs[-1 if one_cell else 0].name}': "
           f"JVM (driver = executor in local mode) {memory.jvm / 2**20:.0f} MiB, largest Python worker "
           f"{memory.worker / 2**20:.0f} MiB")
     if steps:

@@ -79,6 +79,20 @@ def test_answers_do_not_depend_on_the_order_of_the_queries():
     np.testing.assert_allclose(d, every[:, :2], rtol=1e-12)
 
 
+def test_counts_do_not_depend_on_the_order_of_the_records():
+    """The counting tree holds the records in its own order: any order given gives the
+    same counts, duplicates and ties included."""
+    rng = np.random.default_rng(3)
+    index = np.repeat(rng.integers(0, 5, size=(700, 3)).astype(float), 3, axis=0)  # every record thrice
+    queries = rng.integers(0, 5, size=(400, 3)).astype(float)
+    r = np.sqrt(((queries - index[rng.integers(0, len(index), len(queries))]) ** 2).sum(axis=1))
+    closer, either = cloaking_in_cell(index, queries, r, 5000)
+    again = cloaking_in_cell(index[rng.permutation(len(index))], queries, r, 5000)
+    assert (again[0] == closer).all() and (again[1] == either).all()
+    want_closer, want_either = brute(index, queries, r)
+    assert (closer == want_closer).all() and (either == want_either).all()
+
+
 def test_empty_sides():
     closer, either = cloaking_in_cell(np.zeros((0, 2)), np.ones((3, 2)), np.ones(3), 10)
     assert not closer.any() and (either == 0).all()

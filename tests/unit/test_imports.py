@@ -93,7 +93,7 @@ import bench
 
 parser = bench.argument_parser()
 parsed = {mode: vars(parser.parse_args([mode, *extra]))
-          for mode, extra in [("exact", []), ("linkage", []), ("distance", ["--cell-records", "5"]),
+          for mode, extra in [("exact", []), ("linkage", []), ("distance", ["--cell-records", "5", "--cells-only"]),
                               ("disclosure", []), ("small", ["--jobs"]), ("processes", []),
                               ("wide", ["--columns", "4"])]}
 try:
@@ -114,7 +114,7 @@ def test_every_script_imports_and_the_benchmark_takes_subcommands():
     parsed = json.loads(done.stdout.splitlines()[-1])
     assert parsed.pop("mode flags") == 2  # the old mode flags are refused, not run as one of them
     assert {mode: args["mode"] for mode, args in parsed.items()} == {mode: mode for mode in parsed}
-    assert parsed["distance"]["cell_records"] == 5 and parsed["distance"]["runs"] == 3
+    assert parsed["distance"]["cell_records"] == 5 and parsed["distance"]["runs"] == 3 and parsed["distance"]["cells_only"]
     assert parsed["small"]["jobs"] is True and "rows" not in parsed["small"]
     assert parsed["wide"]["columns"] == 4 and parsed["exact"]["rows"] == 1_000_000
     assert parsed["exact"]["driver_memory"] == "12g" and "skip_pandas" not in parsed["linkage"]
