@@ -113,7 +113,10 @@ def argument_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser().parse_args(argv)
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "cells_only", False) and not args.cell_records:
+        parser.error("distance: --cells-only needs --cell-records M (the cells to run with)")
     # The job's per-phase timings (read, U, each metric) go to stderr.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("privacy_eval").setLevel(logging.INFO)

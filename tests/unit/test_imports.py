@@ -100,6 +100,10 @@ try:
     parser.parse_args(["--small", "--linkage"])
 except SystemExit as exc:
     parsed["mode flags"] = exc.code
+try:
+    bench.main(["distance", "--cells-only"])
+except SystemExit as exc:
+    parsed["cells only alone"] = exc.code
 print(json.dumps(parsed))
 """
 
@@ -113,6 +117,7 @@ def test_every_script_imports_and_the_benchmark_takes_subcommands():
     assert done.returncode == 0, done.stderr[-3000:]
     parsed = json.loads(done.stdout.splitlines()[-1])
     assert parsed.pop("mode flags") == 2  # the old mode flags are refused, not run as one of them
+    assert parsed.pop("cells only alone") == 2  # refused, not run with the default cells
     assert {mode: args["mode"] for mode, args in parsed.items()} == {mode: mode for mode in parsed}
     assert parsed["distance"]["cell_records"] == 5 and parsed["distance"]["runs"] == 3 and parsed["distance"]["cells_only"]
     assert parsed["small"]["jobs"] is True and "rows" not in parsed["small"]
