@@ -183,7 +183,7 @@ def profile_spark(
     from privacy_eval.columns import KEY
     from privacy_eval.distance import pipeline as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
-    from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_into_cells, nearest_distances
+    from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_together, nearest_distances
     from privacy_eval.distance.space import counted, fit_space, project
 
     steps: list[tuple[str, float]] = []
@@ -205,18 +205,20 @@ def profile_spark(
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]
     lap("project both sides + cache + count")
-    with cut_into_cells(o, names, n, cell_records or CELL_RECORDS, s, m) as cut:
-        lap(f"cells of the original ({cut.cells.n_cells})")
-        near, cost = nearest_distances(cut, s, names, 2, tasks, m)
+    of_original, of_synthetic = cut_together(o, n, s, m, names, cell_records or CELL_RECORDS)
+    if of_original.cells.depth:
+        o.unpersist()
+        s.unpersist()
+    o, s = of_original.records, of_synthetic.records
+    lap(f"cells of both sides ({of_original.cells.n_cells})")
+    near, cost = nearest_distances(of_original, s, names, 2, tasks, m)
     lap(f"DCR/NNDR search, k = 2 ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     closest_figures(near, n)
     lap("DCR/NNDR figures (exact medians, histogram)")
-    with cut_into_cells(s, names, m, cell_records or CELL_RECORDS, o, n) as cut:
-        lap(f"cells of the synthetic side ({cut.cells.n_cells})")
-        paired = dm._paired_radii(o, s, names, cut.cells).persist(StorageLevel.MEMORY_AND_DISK)
-        paired.count()
-        lap("paired radii (join on the key)")
-        counts, cost = cloaking_counts(cut, paired, names, CAP, tasks)
+    paired = dm._paired_radii(o, s, names, of_synthetic.cells).persist(StorageLevel.MEMORY_AND_DISK)
+    paired.count()
+    lap("paired radii (join on the key)")
+    counts, cost = cloaking_counts(of_synthetic, paired, names, CAP, tasks)
     lap(f"cloaking ball counts ({cost.cells} cells, {cost.cells_per_query:.2f} per query)")
     cloaking_figures(counts, CAP)
     lap("cloaking figures")

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.columns import KEY
 from privacy_eval.distance import distance_metrics, search
-from privacy_eval.distance.kernel import TIE
+from privacy_eval.distance.kernel import TIE, kd_planes
 from privacy_eval.distance.search import (
     CELL,
     ID,
@@ -23,6 +23,7 @@ from privacy_eval.distance.search import (
     _searched,
     cloaking_counts,
     cut_into_cells,
+    cut_together,
     nearest_distances,
 )
 from privacy_eval.inputs import prepare_inputs
@@ -124,6 +125,37 @@ def test_cloaking_counts_over_cells_match_brute_force(spark, case, cell_records)
         assert max(len(set(cell_of_record[row])) for row in tied) > 1
 
 
+@pytest.mark.parametrize("apart", [0.0, 50.0])
+def test_two_sides_cut_together_share_planes_and_keep_their_own_boxes(spark, apart):
+    """Each side's cells hold exactly its records, in exact boxes, and count the other
+    side's as queries at home; the nearest two from either side match brute force, the
+    sides mixed or lying apart."""
+    rng = np.random.default_rng(5 + int(apart))
+    a, b = lattice(rng, 90), lattice(rng, 60) + apart
+    of_a, of_b = cut_together(frame(spark, a, **{ID: np.arange(90)}), 90, frame(spark, b, **{ID: np.arange(60)}),
+                              60, NAMES, 9)
+    assert of_a.cells.n_cells == of_b.cells.n_cells == 16  # depth from the larger side: ceil(log2(90 / 9))
+    assert (of_a.cells.dims, of_a.cells.splits) == (of_b.cells.dims, of_b.cells.splits)
+    for cut, points, other in ((of_a, a, b), (of_b, b, a)):
+        leaves = cut.cells.n_cells
+        placed = cut.records.toPandas()
+        assert len(placed) == len(points)
+        for leaf in range(leaves):
+            members = placed.loc[placed[CELL] == leaf, NAMES].to_numpy()
+            assert cut.cells.counts[leaves + leaf] == len(members)
+            if len(members):
+                axes = list(cut.cells.axes)
+                assert (cut.cells.lo[leaves + leaf] == members[:, axes].min(axis=0)).all()
+                assert (cut.cells.hi[leaves + leaf] == members[:, axes].max(axis=0)).all()
+        other_cells = frame(spark, other).select(cut.cells.of([F.col(c) for c in NAMES]).alias(CELL)).toPandas()
+        assert (cut.homes == np.bincount(other_cells[CELL], minlength=leaves)).all()
+    for cut, points, other in ((of_a, a, b), (of_b, b, a)):
+        asked = frame(spark, other, **{ID: np.arange(len(other))})
+        found, _ = nearest_distances(cut, asked, NAMES, 2, 2, len(other))
+        got = found.toPandas().sort_values(ID)[["d1", "d2"]].to_numpy()
+        assert np.allclose(got, np.sort(brute_distances(other, points), axis=1)[:, :2], rtol=CLOSE, atol=CLOSE)
+
+
 def test_every_part_of_a_cell_is_a_task_of_its_own_the_largest_first(spark):
     rng = np.random.default_rng(11)
     index, queries = rng.normal(size=(300, 3)), rng.normal(size=(200, 3))
@@ -137,12 +169,12 @@ def test_every_part_of_a_cell_is_a_task_of_its_own_the_largest_first(spark):
                              "queries": [len(qry)]})
 
     schema = "keys long, cell int, part int, task int, records long, queries long"
-    with cut_into_cells(frame(spark, index), NAMES, len(index), 40, asked, len(queries)) as cut:
-        routed = asked.withColumn(CELL, cut.cells.of([F.col(c) for c in NAMES]))
-        # 40 cores to keep busy: parts of about 5 queries (drawn by a hash), several per cell
-        calls = _searched(cut, NAMES, routed, cut.homes, 40, seen, schema)
-        got = calls.withColumn("partition", F.spark_partition_id()).toPandas().sort_values("task")
-        records = cut.cells.counts[cut.cells.n_cells:]
+    cut = cut_into_cells(frame(spark, index), NAMES, len(index), 40, asked, len(queries))
+    routed = asked.withColumn(CELL, cut.cells.of([F.col(c) for c in NAMES]))
+    # 40 cores to keep busy: parts of about 5 queries (drawn by a hash), several per cell
+    calls = _searched(cut, NAMES, routed, cut.homes, 40, seen, schema)
+    got = calls.withColumn("partition", F.spark_partition_id()).toPandas().sort_values("task")
+    records = cut.cells.counts[cut.cells.n_cells:]
     assert (got["keys"] == 1).all()  # one (cell, part, task) a call
     assert len(got[["cell", "part"]].drop_duplicates()) == len(got) == got["task"].nunique()
     assert (got["partition"] == got["task"]).all() and got["task"].tolist() == list(range(len(got)))
@@ -164,3 +196,41 @@ def test_ties_fixture_with_tiny_cells_matches_brute_force(spark, components, cel
                               components=components, holdout=spark.createDataFrame(holdout), cell_records=cell_records)
     _assert_agrees(_figures(result), expected, len(synthetic))
     assert {name: cost.cells > 1 for name, cost in result.costs.items()} == {"closest": True, "holdout": True, "cloaking": True}
+
+
+@pytest.mark.parametrize("chosen", [("hidden_rate", "local_cloaking"),
+                                    ("distance_to_closest_record", "holdout_distance_share")])
+def test_one_search_alone_with_tiny_cells_matches_brute_force(spark, chosen):
+    """A search run without the other cuts only its own side (`cut_into_cells`)."""
+    original, synthetic, holdout = tie_fixture()
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, synthetic, columns=columns, components=3, holdout=holdout, key="id")
+    inputs = prepare_inputs(spark.createDataFrame(original), spark.createDataFrame(synthetic), row_key="id")
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric, list(chosen),
+                              components=3, holdout=spark.createDataFrame(holdout), cell_records=3)
+    got = _figures(result)
+    assert (result.cloaking is None) == ("hidden_rate" not in chosen)
+    assert (result.closest is None) == ("distance_to_closest_record" not in chosen)
+    _assert_agrees(got, expected, len(synthetic))
+    assert all(cost.cells > 1 for cost in result.costs.values()) and result.costs
+
+
+@pytest.mark.parametrize("depth", [3, 7])
+def test_cells_of_follow_the_planes_as_numpy_does(spark, depth):
+    """`Cells.of` (a CASE expression for the first levels, a loop below them) against the
+    planes followed in numpy: points on the planes go left, and a node that cannot split
+    (+inf) sends everything left."""
+    rng = np.random.default_rng(depth)
+    points = np.vstack([lattice(rng, 300), np.full((40, 3), 1.0)])
+    dims, splits = kd_planes(points[rng.permutation(len(points))[:200]], depth)
+    assert np.isin(points, splits[1:]).any() and (depth < 7 or np.isinf(splits[1:]).any())
+    node = np.ones(len(points), dtype=np.int64)
+    for _ in range(depth):
+        node = node * 2 + (points[np.arange(len(points)), dims[node]] > splits[node])
+    nodes = 2 ** (depth + 1)
+    cells = search.Cells(depth, tuple(int(d) for d in dims), tuple(float(v) for v in splits), (0, 1, 2),
+                         np.zeros((nodes, 3)), np.zeros((nodes, 3)), np.zeros(nodes, dtype=np.int64))
+    placed = frame(spark, points, position=np.arange(len(points)))
+    got = placed.select("position", cells.of([F.col(c) for c in NAMES]).alias("cell")).toPandas()
+    assert (got.sort_values("position")["cell"].to_numpy() == node - 2**depth).all()
+    assert (depth > search.CASE_LEVELS) == (depth == 7)

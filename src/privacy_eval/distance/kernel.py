@@ -138,8 +138,16 @@ def _counting_tree(index: np.ndarray) -> cKDTree:
     return cKDTree(index[_nearby_first(index)], leafsize=COUNT_LEAF_SIZE)
 
 
+# The first query's k (`cloaking_in_cell`): for balls around records of the cell searched
+# (docs/operations.md, "Local cloaking: a count that stops at the cap"), and for balls
+# that reach into a cell from outside it (the cloaking's second pass), which hold few: on
+# the benchmark's data at 1e6, 45 % of them none and 7 on average, where k = 4 costs 0.75x
+# k = 16 (docs/operations.md, "Cells, and why the search is exact").
+HOME_K, VISIT_K = 16, 4
+
+
 def cloaking_in_cell(
-    index: np.ndarray, queries: np.ndarray, r: np.ndarray, limit: int
+    index: np.ndarray, queries: np.ndarray, r: np.ndarray, limit: int, first_k: int = HOME_K
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per query q with radius r_q, against the index points: (whether one is closer than
     r_q, how many are closer than or tied with it), under the tie rule (5.2). The count
@@ -147,9 +155,11 @@ def cloaking_in_cell(
     closer, where it is exact (every point counted is then tied: the hit needs it).
 
     A ball count costs as many steps as it counts, and counts grow with the data; a
-    k-nearest query costs about k steps, each dearer than a ball count's. So: a k = 16
-    query bounded by r_q + tau settles the balls that hold few; for the others, the
-    16th distance estimates the ball's count (16 (r_q / d_16)^dims, a uniform density);
+    k-nearest query costs about k steps, each dearer than a ball count's. So: a k =
+    `first_k` query bounded by r_q + tau settles the balls that hold few (16 suits balls
+    around their centre's own records; 4 suits balls that only reach into the cell,
+    about half of which hold none: `VISIT_K`); for the others, the k-th distance
+    estimates the ball's count (k (r_q / d_k)^dims, a uniform density);
     balls estimated below BALL_FACTOR x limit are counted, the rest take a `limit`
     query, whose cost does not grow with the ball. The estimate only routes the work:
     both routes count the same points.
@@ -159,18 +169,20 @@ def cloaking_in_cell(
     if len(index) and len(queries):
         order = _nearby_first(queries)
         closer[order], either[order] = _cloaking_in_order(
-            _counting_tree(index), queries[order], r[order], limit)
+            _counting_tree(index), queries[order], r[order], limit, first_k)
     return closer, either
 
 
-def _cloaking_in_order(tree: cKDTree, queries: np.ndarray, r: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _cloaking_in_order(
+    tree: cKDTree, queries: np.ndarray, r: np.ndarray, limit: int, first_k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """`cloaking_in_cell` for queries in the order they are to be searched."""
     n, n_index = len(queries), tree.n
     closer = np.zeros(n, dtype=bool)
     either = np.zeros(n, dtype=np.int64)
     tau = tie_tolerance(r)
     outer = r + tau
-    k = min(_FIRST_K, limit, n_index)
+    k = min(first_k, limit, n_index)
     either[:], nearest_distance, kth = _bounded_counts(tree, queries, outer, k)
     closer[:] = nearest_distance < r - tau
     full = np.flatnonzero(either >= k) if k < n_index else np.zeros(0, dtype=np.int64)
@@ -194,7 +206,6 @@ def tie_tolerance(r: np.ndarray) -> np.ndarray:
     return TIE * np.maximum(1.0, r)
 
 
-_FIRST_K = 16
 # The estimate runs high, and a ball count of a few thousand points costs about what a
 # `limit` query does (docs/operations.md, "Local cloaking: a count that stops at the cap").
 BALL_FACTOR = 16

@@ -23,14 +23,17 @@ from privacy_eval.distance.figures import (
 )
 from privacy_eval.distance.kernel import coordinate_names
 from privacy_eval.distance.search import (
+    CELL,
     CELL_RECORDS,
     ID,
     OWN,
     RADIUS,
     Cells,
+    CutIndex,
     SearchCost,
     cloaking_counts,
     cut_into_cells,
+    cut_together,
     nearest_distances,
 )
 from privacy_eval.distance.space import EIGEN_TIE, Space, counted, fit_space, project
@@ -106,6 +109,7 @@ def distance_metrics(
     s = placed(synthetic.withColumnRenamed(key, ID), [ID])
     h = placed(holdout, []) if holdout is not None and HOLDOUT in chosen else None
     cached: list[DataFrame] = [frame for frame in (o, s, h) if frame is not None]
+    cuts: list[CutIndex] = []
     try:
         sizes = {side: counted(frame, side, space.scaling)
                  for side, frame in (("original", o), ("synthetic", s), ("holdout", h)) if frame is not None}
@@ -114,27 +118,39 @@ def distance_metrics(
             raise InputError(EMPTY_HOLDOUT)
         result: dict[str, Any] = {}
         costs: dict[str, SearchCost] = {}
-        if any(c in chosen for c in (*CLOSEST, HOLDOUT)):
-            with cut_into_cells(o, names, n, cell_records, s, m) as cut:
-                near, costs["closest"] = nearest_distances(cut, s, names, 2, tasks, m)
+        closest, cloaking = any(c in chosen for c in (*CLOSEST, HOLDOUT)), any(c in chosen for c in CLOAKING)
+        if closest and cloaking:  # each side searched for the other's records: one cut for both
+            of_original, of_synthetic = cut_together(o, n, s, m, names, cell_records)
+            if of_original.cells.depth:  # both sides read from their persisted placed copies from now on
+                o.unpersist()
+                s.unpersist()
+            o, s = of_original.records, of_synthetic.records
+        else:
+            # The originals stand for their paired records in the home counts: at least as many.
+            of_original = cut_into_cells(o, names, n, cell_records, s, m) if closest else None
+            of_synthetic = cut_into_cells(s, names, m, cell_records, o, n) if cloaking else None
+        cuts = [cut for cut in (of_original, of_synthetic) if cut is not None]
+        if of_original is not None:
+            near, costs["closest"] = nearest_distances(of_original, s, names, 2, tasks, m)
             cached.append(near)
             if any(c in chosen for c in CLOSEST):
                 result["closest"] = closest_figures(near, n)
             if h is not None:
                 n_h = sizes["holdout"][0]
-                with cut_into_cells(h, names, n_h, cell_records, s, m) as held:
-                    to_holdout, costs["holdout"] = nearest_distances(held, s, names, 1, tasks, m)
+                queries = s.drop(CELL)  # its cells are not the holdout's
+                cuts.append(held := cut_into_cells(h, names, n_h, cell_records, queries, m))
+                to_holdout, costs["holdout"] = nearest_distances(held, queries, names, 1, tasks, m)
                 cached.append(to_holdout)
                 result["holdout"] = holdout_figures(near, to_holdout, ID, n, n_h)
-        if any(c in chosen for c in CLOAKING):
-            # The originals stand for their paired records in the home counts: at least as many.
-            with cut_into_cells(s, names, m, cell_records, o, n) as cut:
-                counts, costs["cloaking"] = cloaking_counts(cut, _paired_radii(o, s, names, cut.cells), names, cap,
-                                                            tasks)
+        if of_synthetic is not None:
+            counts, costs["cloaking"] = cloaking_counts(
+                of_synthetic, _paired_radii(o, s, names, of_synthetic.cells), names, cap, tasks)
             cached.append(counts)
             if counts.count() > 0:
                 result["cloaking"] = cloaking_figures(counts, cap)
     finally:
+        for cut in cuts:
+            cut.release()
         for frame in cached:
             frame.unpersist()
     if space.eigen_tie:
@@ -192,10 +208,13 @@ def _wide_space_warnings(k: int, pairs: int, n: int, m: int, max_core_hours: flo
 def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str], cells: Cells) -> DataFrame:
     """Per paired original: ID, its coordinates, RADIUS = r_i, its distance to its own
     synthetic record, summed one coordinate at a time like the kernel's distances, and
-    OWN, the cell of that synthetic record."""
-    own = s.select(ID, *(F.col(c).alias("own" + c) for c in names))
-    joined = o.select(ID, *names).join(own, ID)
+    OWN, the cell of that synthetic record; with CELL, the original's home cell, where
+    both sides carry their cells (`search.cut_together`)."""
+    placed = [CELL] if CELL in o.columns and CELL in s.columns else []
+    own = s.select(ID, *(F.col(c).alias("own" + c) for c in names), *(F.col(c).alias(OWN) for c in placed))
+    joined = o.select(ID, *names, *placed).join(own, ID)
     total = F.lit(0.0)
     for c in names:
         total = total + (F.col(c) - F.col("own" + c)) * (F.col(c) - F.col("own" + c))
-    return joined.select(ID, F.sqrt(total).alias(RADIUS), cells.of([F.col("own" + c) for c in names]).alias(OWN), *names)
+    own_cell = F.col(OWN) if placed else cells.of([F.col("own" + c) for c in names])
+    return joined.select(ID, F.sqrt(total).alias(RADIUS), own_cell.alias(OWN), *names, *placed)

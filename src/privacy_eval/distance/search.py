@@ -3,9 +3,9 @@
 
 Every search asks, for each record of a *query* side, about its neighbours on an
 *indexed* side. The indexed side is cut into cells (`cut_into_cells`): k-d planes
-chosen on a deterministic sample of it, each record placed in its cell by a Spark
-expression (once per search: the placed records are cached), each cell's exact
-bounding box from one aggregation. A query is sent only
+chosen on a deterministic sample of it (of both sides, where each side is searched
+for the other's queries: `cut_together`), each record placed in its cell by a Spark
+expression, each cell's exact bounding box from one aggregation. A query is sent only
 to the cells whose box lies within its bound; there a k-d tree over the cell's records
 answers it, and the answers are merged per query. A record of a cell not searched lies
 in that cell's box, farther from the query than the bound, so:
@@ -38,6 +38,8 @@ from pyspark.sql import functions as F
 
 from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
+    HOME_K,
+    VISIT_K,
     as_matrix,
     cells_within,
     cloaking_in_cell,
@@ -66,6 +68,9 @@ SAMPLE_PER_CELL = 128
 SAMPLE_VALUES = 10_000_000
 # At most 2^MAX_DEPTH cells: past it, cells hold more records than asked.
 MAX_DEPTH = 16
+# Levels of the planes placed by a nested CASE expression (`Cells.of`): 2^CASE_LEVELS - 1
+# comparisons, compiled in a fraction of a second.
+CASE_LEVELS = 5
 _HASH_RANGE = 2**31
 # A face's distance is computed to a relative error of about 1e-16, as a box's.
 FACE_SLACK = 1e-12
@@ -118,18 +123,31 @@ class Cells:
 
     def of(self, coordinates: Sequence[Column]) -> Column:
         """The cell of a point (an int column): the planes followed from the root, a
-        point going right when its coordinate is greater than the split value."""
+        point going right when its coordinate is greater than the split value. The first
+        CASE_LEVELS levels are one nested CASE expression, which Spark compiles; the
+        levels below, if any, a loop expression, which it interprets record by record
+        (about three times the cost a level) but which does not double with each level."""
         if self.depth == 0:
             return F.lit(0).cast("int")
-        point = F.array(*coordinates)
-        dims = F.array(*(F.lit(d) for d in self.dims))
-        splits = F.array(*(F.lit(v) for v in self.splits))
+        top = min(self.depth, CASE_LEVELS)
 
-        def down(node: Column, _: Column) -> Column:
-            return node * 2 + F.when(point[dims[node]] > splits[node], 1).otherwise(0)
+        def case(node: int, level: int) -> Column:
+            if level == top:
+                return F.lit(node)
+            goes_right = coordinates[self.dims[node]] > F.lit(self.splits[node])
+            return F.when(goes_right, case(2 * node + 1, level + 1)).otherwise(case(2 * node, level + 1))
 
-        leaf = F.aggregate(F.sequence(F.lit(1), F.lit(self.depth)), F.lit(1), down)
-        return (leaf - self.n_cells).cast("int")
+        node = case(1, 0)
+        if self.depth > top:
+            point = F.array(*coordinates)
+            dims = F.array(*(F.lit(d) for d in self.dims))
+            splits = F.array(*(F.lit(v) for v in self.splits))
+
+            def down(node: Column, _: Column) -> Column:
+                return node * 2 + F.when(point[dims[node]] > splits[node], 1).otherwise(0)
+
+            node = F.aggregate(F.sequence(F.lit(top + 1), F.lit(self.depth)), node, down)
+        return (node - self.n_cells).cast("int")
 
 
 @dataclass(frozen=True)
@@ -144,20 +162,18 @@ class SearchCost:
 @dataclass(frozen=True)
 class CutIndex:
     """The indexed side cut into cells: the `cells`; its `records` (CELL and the
-    coordinates), persisted when there is more than one cell (a context manager: they
-    are released on leaving the `with` block); and `homes`, per cell, how many queries it
-    is the own cell of, or more (counted over the queries or a superset of them): it
-    sizes the first pass's tasks, and an overcount only cuts a cell's queries into more
-    parts."""
+    coordinates, with the side's other columns where `cut_together` placed them),
+    persisted when there is more than one cell (`release` frees them; in one cell they
+    read the side as given); and `homes`, per
+    cell, how many queries it is the own cell of, or more (counted over the queries or a
+    superset of them): it sizes the first pass's tasks, and an overcount only cuts a
+    cell's queries into more parts."""
 
     cells: Cells
     records: DataFrame
     homes: np.ndarray
 
-    def __enter__(self) -> CutIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def release(self) -> None:
         self.records.unpersist()
 
 
@@ -165,47 +181,86 @@ def cut_into_cells(
     index: DataFrame, names: Sequence[str], n: int, cell_records: int, queries: DataFrame, m: int
 ) -> CutIndex:
     """The indexed side (n records, coordinates `names`) cut into 2^depth cells, depth =
-    ceil(log2(n / cell_records)) (at most MAX_DEPTH), each box exact: one job places the
-    records in their cells (cached: the passes of a search read them from there), takes
-    the cells' boxes and counts the `queries` (m records, or more) per home cell."""
-    depth = 0 if n <= cell_records else min(MAX_DEPTH, math.ceil(math.log2(n / cell_records)))
-    dims, splits = _planes(index, names, n, depth)
+    ceil(log2(n / cell_records)) (at most MAX_DEPTH), by planes chosen on a sample of it;
+    the `queries` (m records, or more) counted per home cell (`_cut`)."""
+    return _cut(index, n, queries, m, names, cell_records, shared=False)[0]
+
+
+def cut_together(
+    a: DataFrame, n: int, b: DataFrame, m: int, names: Sequence[str], cell_records: int
+) -> tuple[CutIndex, CutIndex]:
+    """Two sides that are each searched for the other's queries (n and m records), cut
+    by the same planes, chosen on a sample of both, into 2^depth cells, depth =
+    ceil(log2(max(n, m) / cell_records)) (`_cut`): (a's cells, homes counting b's
+    records; b's cells, homes counting a's). Each side's `records` keep all its columns
+    with CELL, its cell in either search: the other search's queries, read with their
+    home cell. One job places both sides, where two cuts would each count the other
+    side's records anyway, and each record's cell is computed once. A cell then holds
+    about `cell_records` of each side where the sides lie alike, and at most about twice
+    that of one side where they lie apart."""
+    return _cut(a, n, b, m, names, cell_records, shared=True)
+
+
+def _cut(
+    a: DataFrame, n: int, b: DataFrame, m: int, names: Sequence[str], cell_records: int, shared: bool
+) -> tuple[CutIndex, CutIndex]:
+    """Both sides cut by the planes chosen on a sample of `a` (of both when `shared`),
+    each box exact: one job places the records in their cells (persisted: `a`'s, and
+    `b`'s when `shared`; the searches read them from there) and takes each side's boxes
+    and counts per cell."""
+    size = max(n, m) if shared else n
+    depth = 0 if size <= cell_records else min(MAX_DEPTH, math.ceil(math.log2(size / cell_records)))
+    sampled = a.select(*names).unionByName(b.select(*names)) if shared else a.select(*names)
+    dims, splits = _planes(sampled, names, n + m if shared else n, depth)
     axes = tuple(sorted({d for d, v in zip(dims[1:], splits[1:]) if math.isfinite(v)}))
     nodes, leaves = 2 ** (depth + 1), 2**depth
-    lo, hi = np.full((nodes, len(axes)), np.inf), np.full((nodes, len(axes)), -np.inf)
-    counts = np.zeros(nodes, dtype=np.int64)
-    planes = Cells(depth, dims, splits, axes, lo, hi, counts)  # lo, hi and counts filled below
+    boxes = [(np.full((nodes, len(axes)), np.inf), np.full((nodes, len(axes)), -np.inf),
+              np.zeros(nodes, dtype=np.int64)) for _ in range(2)]
     if depth == 0:
-        counts[1] = n
-        return CutIndex(planes, index.select(F.lit(0).cast("int").alias(CELL), *names), np.array([m]))
-    records = index.select(planes.of([F.col(c) for c in names]).alias(CELL), *names).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    side = "__indexed"
-    both = records.select(F.lit(True).alias(side), CELL, *names).unionByName(
-        queries.select(F.lit(False).alias(side), planes.of([F.col(c) for c in names]).alias(CELL), *names))
+        boxes[0][2][1], boxes[1][2][1] = n, m
+        cells = [Cells(0, dims, splits, axes, *box) for box in boxes]
+        placed = [frame.select(F.lit(0).cast("int").alias(CELL), *(frame.columns if shared else names))
+                  for frame in (a, b)]
+        return CutIndex(cells[0], placed[0], np.array([m])), CutIndex(cells[1], placed[1], np.array([n]))
+    planes = Cells(depth, dims, splits, axes, *boxes[0])  # boxes filled below
+    cell = planes.of([F.col(c) for c in names]).alias(CELL)
+    placed = [frame.select(cell, *(frame.columns if shared else names)) for frame in (a, b)]
+    kept = placed if shared else placed[:1]
+    for frame in kept:
+        frame.persist(StorageLevel.MEMORY_AND_DISK)
+    side = "__side"
+    both = placed[0].select(F.lit(0).alias(side), CELL, *names).unionByName(
+        placed[1].select(F.lit(1).alias(side), CELL, *names))
     try:
         rows = both.groupBy(side, CELL).agg(
             F.count(F.lit(1)).alias("n"),
-            *(F.min(names[a]).alias(f"lo{a}") for a in axes),
-            *(F.max(names[a]).alias(f"hi{a}") for a in axes),
+            *(F.min(names[j]).alias(f"lo{j}") for j in axes),
+            *(F.max(names[j]).alias(f"hi{j}") for j in axes),
         ).collect()
     except BaseException:
-        records.unpersist()
+        for frame in kept:
+            frame.unpersist()
         raise
-    homes = np.zeros(leaves, dtype=np.int64)
     for row in rows:
-        if not row[side]:
-            homes[int(row[CELL])] = int(row["n"])
-            continue
+        lo, hi, counts = boxes[int(row[side])]
         leaf = leaves + int(row[CELL])
         counts[leaf] = int(row["n"])
-        lo[leaf] = [float(row[f"lo{a}"]) for a in axes]
-        hi[leaf] = [float(row[f"hi{a}"]) for a in axes]
-    for node in range(leaves - 1, 0, -1):  # a node's box holds its children's
-        lo[node] = np.minimum(lo[2 * node], lo[2 * node + 1])
-        hi[node] = np.maximum(hi[2 * node], hi[2 * node + 1])
-        counts[node] = counts[2 * node] + counts[2 * node + 1]
-    return CutIndex(planes, records, homes)
+        lo[leaf] = [float(row[f"lo{j}"]) for j in axes]
+        hi[leaf] = [float(row[f"hi{j}"]) for j in axes]
+    for lo, hi, counts in boxes:
+        for node in range(leaves - 1, 0, -1):  # a node's box holds its children's
+            lo[node] = np.minimum(lo[2 * node], lo[2 * node + 1])
+            hi[node] = np.maximum(hi[2 * node], hi[2 * node + 1])
+            counts[node] = counts[2 * node] + counts[2 * node + 1]
+    cells = [Cells(depth, dims, splits, axes, *box) for box in boxes]
+    return (CutIndex(cells[0], placed[0], boxes[1][2][leaves:].copy()),
+            CutIndex(cells[1], placed[1], boxes[0][2][leaves:].copy()))
+
+
+def home_cells(queries: DataFrame, cells: Cells, names: Sequence[str]) -> Column:
+    """The queries' home cells: their CELL column where they carry one (records placed by
+    `cut_together`, whose planes every search of that cut shares), else placed by `cells`."""
+    return F.col(CELL) if CELL in queries.columns else cells.of([F.col(c) for c in names])
 
 
 def _planes(index: DataFrame, names: Sequence[str], n: int, depth: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
@@ -235,7 +290,7 @@ def nearest_distances(
 ) -> tuple[DataFrame, SearchCost]:
     """(ID, d1[, d2]) per query: its `n_nearest` (1 or 2) smallest distances to the
     indexed records (inf when there are fewer), persisted; and what the search cost.
-    `queries` (m records) hold ID and the coordinates `names`."""
+    `queries` (m records) hold ID and the coordinates `names` (and CELL: `home_cells`)."""
     cells = index.cells
     outs = [f"d{j + 1}" for j in range(n_nearest)]
 
@@ -256,7 +311,7 @@ def nearest_distances(
         return pd.DataFrame({ID: qry[ID].to_numpy(), **{o: d[:, j] for j, o in enumerate(outs)}})
 
     found = {o: "double" for o in outs}
-    at_home = queries.select(ID, *names, cells.of([F.col(c) for c in names]).alias(CELL))
+    at_home = queries.select(ID, *names, home_cells(queries, cells, names).alias(CELL))
     carried = [ID, CELL, *names] if cells.depth else [ID]
     searched = _searched(index, names, at_home, index.homes, tasks, first_search,
                          _schema(queries, carried, found))
@@ -281,7 +336,8 @@ def cloaking_counts(
     """(ID, hidden, others) per query, persisted, and what the search cost: whether a
     synthetic record other than its own is closer than its radius RADIUS (5.2), and how
     many other synthetic records are closer than or tied with it (LC_i). `queries` hold
-    ID, RADIUS, OWN (the cell of its own synthetic record) and the coordinates. The own
+    ID, RADIUS, OWN (the cell of its own synthetic record) and the coordinates (and CELL:
+    `home_cells`). The own
     record is tied with the radius by construction (RADIUS is its distance), so its cell
     counts one fewer. min(`others`, `cap`) is exact, and `others` itself whenever
     `hidden` is false.
@@ -291,15 +347,23 @@ def cloaking_counts(
     pays for them in one cell, not in every cell its ball reaches."""
     cells = index.cells
 
-    def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+    def counted(idx: pd.DataFrame, qry: pd.DataFrame, first_k: int) -> pd.DataFrame:
         # The own record and up to cap + 1 others: enough to tell whether a cell reaches the cap.
         closer, either = cloaking_in_cell(
-            as_matrix(idx, names), as_matrix(qry, names), qry[RADIUS].to_numpy(dtype=float), cap + 2
+            as_matrix(idx, names), as_matrix(qry, names), qry[RADIUS].to_numpy(dtype=float), cap + 2, first_k
         )
         own = qry[OWN].to_numpy() == qry[CELL].to_numpy()
         if np.any(own & (either < 1)):  # impossible unless the coordinates changed between passes
             raise RuntimeError("distance: a record's own synthetic record was not found at its own distance")
         return pd.DataFrame({ID: qry[ID].to_numpy(), "hidden": closer, "others": either - own})
+
+    # Two arguments each: a cogroup's function of three is handed the group's key first.
+    def count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+        return counted(idx, qry, HOME_K)
+
+    def visit(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
+        """The counts of balls that reach into the cell from another."""
+        return counted(idx, qry, VISIT_K)
 
     def first_count(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
         """The counts in the query's home cell (the one the planes place it in): final
@@ -335,7 +399,7 @@ def cloaking_counts(
         return np.concatenate([query, missing]), np.concatenate([cell, own[missing]])
 
     schema = _schema(queries, [ID], {"hidden": "boolean", "others": "long"})
-    at_home = queries.withColumn(CELL, cells.of([F.col(c) for c in names]))
+    at_home = queries.withColumn(CELL, home_cells(queries, cells, names))
     if cells.depth == 0:
         found, _ = _persisted(_searched(index, names, at_home, index.homes, tasks, count, schema))
         return found, SearchCost(1, 1.0)
@@ -346,7 +410,7 @@ def cloaking_counts(
     def summed_over_cells(answers: DataFrame) -> DataFrame:
         return answers.groupBy(ID).agg(F.bool_or("hidden").alias("hidden"), F.sum("others").alias("others"))
 
-    result, n = _second_pass(index, names, first, routes, [ID, RADIUS, OWN, *names], tasks, count, schema,
+    result, n = _second_pass(index, names, first, routes, [ID, RADIUS, OWN, *names], tasks, visit, schema,
                              ["hidden", "others"], summed_over_cells)
     return result, SearchCost(cells.n_cells, (n + int(routes.sum())) / max(1, n))
 
