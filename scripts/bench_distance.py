@@ -183,7 +183,7 @@ def profile_spark(
     from privacy_eval.columns import KEY
     from privacy_eval.distance import pipeline as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
-    from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, cut_together, nearest_distances
+    from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, nearest_distances
     from privacy_eval.distance.space import counted, fit_space, project
 
     steps: list[tuple[str, float]] = []
@@ -205,10 +205,7 @@ def profile_spark(
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]
     lap("project both sides + cache + count")
-    of_original, of_synthetic = cut_together(o, n, s, m, names, cell_records or CELL_RECORDS)
-    if of_original.cells.depth:
-        o.unpersist()
-        s.unpersist()
+    of_original, of_synthetic = dm._cut_both(o, n, s, m, names, cell_records or CELL_RECORDS)
     o, s = of_original.records, of_synthetic.records
     lap(f"cells of both sides ({of_original.cells.n_cells})")
     near, cost = nearest_distances(of_original, s, names, 2, tasks, m)

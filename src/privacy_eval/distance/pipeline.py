@@ -120,10 +120,7 @@ def distance_metrics(
         costs: dict[str, SearchCost] = {}
         closest, cloaking = any(c in chosen for c in (*CLOSEST, HOLDOUT)), any(c in chosen for c in CLOAKING)
         if closest and cloaking:  # each side searched for the other's records: one cut for both
-            of_original, of_synthetic = cut_together(o, n, s, m, names, cell_records)
-            if of_original.cells.depth:  # both sides read from their persisted placed copies from now on
-                o.unpersist()
-                s.unpersist()
+            of_original, of_synthetic = _cut_both(o, n, s, m, names, cell_records)
             o, s = of_original.records, of_synthetic.records
         else:
             # The originals stand for their paired records in the home counts: at least as many.
@@ -163,6 +160,19 @@ def distance_metrics(
         space=space, imputed={side: v[1] for side, v in sizes.items()}, n_original=n, n_synthetic=m,
         warnings=warnings, costs=costs, **result,
     )
+
+
+def _cut_both(
+    o: DataFrame, n: int, s: DataFrame, m: int, names: Sequence[str], cell_records: int
+) -> tuple[CutIndex, CutIndex]:
+    """`cut_together` of the original and the synthetic side's projections; where it
+    persisted their placed copies (more than one cell), the projections' caches are
+    released: both sides are read from the copies (each cut's `records`) from then on."""
+    of_original, of_synthetic = cut_together(o, n, s, m, names, cell_records)
+    if of_original.cells.depth:
+        o.unpersist()
+        s.unpersist()
+    return of_original, of_synthetic
 
 
 def _wide_space_check(
