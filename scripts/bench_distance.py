@@ -183,6 +183,7 @@ def profile_spark(
     from privacy_eval.columns import KEY
     from privacy_eval.distance import pipeline as dm
     from privacy_eval.distance.figures import cloaking_figures, closest_figures
+    from privacy_eval.distance.kernel import coordinate_names
     from privacy_eval.distance.search import CELL_RECORDS, ID, cloaking_counts, nearest_distances
     from privacy_eval.distance.space import counted, fit_space, project
 
@@ -200,7 +201,7 @@ def profile_spark(
     space = fit_space(inputs.original, columns, numeric, COMPONENTS)
     lap("fit_space (moments, modalities, ZᵀZ)")
     k, tasks = space.components, spark.sparkContext.defaultParallelism
-    names = [f"__c{j}" for j in range(k)]
+    names = coordinate_names(k)
     o = project(inputs.original.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     s = project(inputs.synthetic.withColumnRenamed(KEY, ID), space, columns, numeric, [ID]).persist(StorageLevel.MEMORY_AND_DISK)
     n, m = counted(o, "original", space.scaling)[0], counted(s, "synthetic", space.scaling)[0]

@@ -180,7 +180,7 @@ def _summary(dataset: str, run_id: str, metrics: Sequence) -> str:
     lines = [f"privacy evaluation of {dataset} (run_id {run_id})"]
     width = max((len(m.metric) for m in metrics), default=0)
     for m in metrics:
-        value = "undefined" if m.value is None else (
+        value = f"{m.status:>10}" if m.value is None else (  # no measurable value: its status says why
             f"{m.value:8.3f} %" if m.unit == "percent" else f"{m.value:8.4f}  "
         )
         if m.target is None:

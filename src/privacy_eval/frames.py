@@ -98,6 +98,22 @@ def qcol(name: str, frame: DataFrame | None = None) -> Column:
     return frame[quote(name)] if frame is not None else F.col(quote(name))
 
 
+def canonical_value(frame: DataFrame, name: str) -> Column:
+    """Column `name` of `frame` in the one form that equal values share: -0.0 as 0.0 and
+    every NaN as one NaN (floating-point columns; others as they are), of the same type.
+
+    Spark's grouping and `<=>` already treat those as equal; this form is for where a
+    value is taken apart from them: its text (a categorical value of the distance space,
+    a linkage key that is not integral), its hash (the linkage's blocks). Int 5 and double
+    5.0 are equal by the type plan, which gives a column one type on both sides."""
+    c = qcol(name, frame)
+    kind = frame.schema[name].dataType
+    if isinstance(kind, (T.FloatType, T.DoubleType)):
+        zero, nan = F.lit(0.0).cast(kind), F.lit(float("nan")).cast(kind)
+        return F.when(F.isnan(c), nan).when(c == zero, zero).otherwise(c)
+    return c
+
+
 def finite_sql(x: str) -> str:
     """SQL text: the double `x` is a finite number. False for NaN and ±infinity, null for
     null (which CASE WHEN and WHERE take as false). The one test of "a finite number" of

@@ -95,7 +95,7 @@ def _summary_table(metrics: Sequence[MetricRow]) -> list[str]:
     rows = ["| metric | value | unit | target | verdict | status | numerator / denominator |",
             "|---|---:|---|---:|---|---|---:|"]
     for m in metrics:
-        value = "undefined" if m.value is None else fmt(m.value, 3 if m.unit == "percent" else 4)
+        value = line(m.status) if m.value is None else fmt(m.value, 3 if m.unit == "percent" else 4)
         target = "none" if m.target is None else m.target_text()
         ratio = "" if m.numerator is None or m.denominator is None else f"{m.numerator} / {m.denominator}"
         rows.append(f"| {code(m.metric)} | {value} | {line(m.unit)} | {target} | {_verdict(m)} "

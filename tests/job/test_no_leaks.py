@@ -6,6 +6,7 @@ error messages quote a value (an impossible cast of a text column)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -49,7 +50,7 @@ def planted(tmp_path) -> dict[str, Path]:
     return {"data": data, "scratch": scratch, "warehouse": tmp_path / "warehouse", "root": tmp_path}
 
 
-def run(planted: dict[str, Path], **changes) -> tuple[int, str]:
+def run(planted: dict[str, Path], extra_args: Sequence[str] = (), **changes) -> tuple[int, str]:
     config = {
         "dataset": "canaries",
         "original": {"path": str(planted["data"] / "original.csv")},
@@ -71,7 +72,7 @@ def run(planted: dict[str, Path], **changes) -> tuple[int, str]:
     path.write_text(yaml.safe_dump(config))
     scratch = planted["scratch"]
     return submit(
-        ["--config", str(path), "--run-id", "canaries"],
+        ["--config", str(path), "--run-id", "canaries", *extra_args],
         env={"TMPDIR": str(scratch / "tmp")},
         spark_options=["--conf", f"spark.local.dir={scratch / 'local'}",
                        "--driver-java-options", f"{C1_ONLY} -Djava.io.tmpdir={scratch / 'java'}"],
@@ -94,6 +95,49 @@ def test_a_full_run_leaks_no_value(planted):
     assert list(tables.glob("column_protection/run_id=canaries/*.parquet"))
     assert not leaks_in_files(planted["warehouse"])
     assert not leaks_in_files(planted["scratch"])
+
+
+# Held by every original record (constant, released as 0: a distance scaled by 1 would
+# read as the constant) or all but one (near-constant, released as it is; a grid from
+# two values would give them back).
+CONSTANT, NEAR_CONSTANT = 61.803398874, 27.182818284
+CONSTANT_MARKS = ("803398", "182818")  # as CANARY_MARKS: 6 significant digits in any rendering
+
+
+def test_constant_columns_leak_no_value_in_any_family(planted):
+    """Every metric family, the distance suite with a holdout, at --verbose with a
+    report: the constants appear in no output, table, report or scratch file."""
+    original, _ = planted_frames()
+    original["steady"] = CONSTANT
+    original["nearly"] = NEAR_CONSTANT
+    original.loc[5, "nearly"] = NEAR_CONSTANT + 1e-5
+    synthetic = original.assign(steady=0.0)  # each record's nearest original is its own, at the constant
+    holdout = original.iloc[::4].copy()
+    data = planted["data"]
+    original.to_csv(data / "original.csv", index=False)
+    synthetic.to_csv(data / "synthetic.csv", index=False)
+    holdout.to_csv(data / "holdout.csv", index=False)
+    assert all(mark in (data / "original.csv").read_text() for mark in CONSTANT_MARKS)  # control
+    report = planted["root"] / "report"
+    code, output = run(
+        planted, holdout={"path": str(data / "holdout.csv")},
+        extra_args=["--verbose", "--report", str(report)],
+        metrics={
+            "row_direct_match": {},
+            "column_direct_match": {},
+            "knowledge_protection": {"known_variables": ["steady", "nearly", "city"]},
+            "linkage": {"targets": ["weight", "age", "steady", "nearly"], "blocking": ["group"]},
+            "distance": {"components": "all"},
+            "disclosure": {"keys": ["steady", "group"], "targets": ["nearly"], "thresh_1way": [0, 0],
+                           "thresh_2way": [0, 0]},
+        },
+    )
+    assert code == 0, output[-5000:]
+    assert "distance_to_closest_record" in output and "knowledge_protection_rate" in output
+    assert list(report.glob("*.md")) and list(planted["warehouse"].rglob("*.parquet"))
+    assert not leaks(output, CONSTANT_MARKS), output
+    for folder in (report, planted["warehouse"], planted["scratch"]):
+        assert not leaks_in_files(folder, CONSTANT_MARKS), folder
 
 
 def test_spark_errors_that_quote_values_do_not_reach_the_output(planted):

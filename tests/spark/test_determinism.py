@@ -23,6 +23,7 @@ from privacy_eval.evaluation import Evaluation, evaluate_inputs
 from privacy_eval.inputs import prepare_inputs
 from tests.support import datagen
 from tests.support.asserts import assert_same
+from tests.support.evaluations import snapshot
 
 N_ROWS = 2000
 
@@ -55,26 +56,6 @@ def evaluate(spark, original: pd.DataFrame, synthetic: pd.DataFrame) -> Evaluati
         return evaluate_inputs(inputs, METRICS)
     finally:
         inputs.unpersist()
-
-
-def snapshot(evaluation: Evaluation) -> dict:
-    """Everything a results row holds that comes from the data."""
-    return {
-        "metrics": {
-            m.metric: {
-                "value": m.value, "status": m.status, "numerator": m.numerator,
-                "denominator": m.denominator, "details": m.details,
-            }
-            for m in evaluation.metrics
-        },
-        "columns": [
-            (c.column_name, c.matches, c.distinct_synthetic, c.protection, c.risk_rank)
-            for c in evaluation.columns
-        ],
-        "counts": (evaluation.n_original, evaluation.n_synthetic),
-        "fingerprint": evaluation.input_fingerprint,
-        "warnings": evaluation.warnings,
-    }
 
 
 @pytest.fixture(scope="module")

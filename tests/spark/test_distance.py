@@ -95,6 +95,25 @@ def test_infinite_cells_are_imputed_like_missing_ones(spark, ties):
     _assert_agrees(got, expected, len(synthetic))
 
 
+def test_negative_zeros_of_a_categorical_column_are_its_zeros(spark, ties):
+    # A release identical to the original but for a third of the zeros of a numeric
+    # column declared categorical written -0.0: one modality, every record on its original.
+    original = ties[0].dropna(subset=["visits"]).reset_index(drop=True)
+    release = original.copy()
+    zeros = release.index[release["visits"] == 0]
+    release.loc[zeros[::3], "visits"] = -0.0
+    assert len(zeros[::3]) >= 3
+    columns = [c for c in original.columns if c != "id"]
+    expected = distance_reference(original, release, columns=columns, categorical=["visits"], components="all", key="id")
+    inputs = prepare_inputs(spark.createDataFrame(original), spark.createDataFrame(release), row_key="id",
+                            categorical=["visits"])
+    result = distance_metrics(inputs.original, inputs.synthetic, KEY, list(inputs.columns), inputs.numeric,
+                              ALL[:-1], components="all")
+    got = _figures(result)
+    assert got["dcr"] == 0.0 and got["dcr_zero_share"] == 1.0
+    _assert_agrees(got, expected, len(release))
+
+
 def test_cap_counts_records_at_the_cap(spark, ties):
     original, synthetic, _ = ties
     columns = [c for c in original.columns if c != "id"]

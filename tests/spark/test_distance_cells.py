@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from privacy_eval.columns import KEY
 from privacy_eval.distance import distance_metrics, search
-from privacy_eval.distance.kernel import TIE, kd_planes
+from privacy_eval.distance.kernel import TIE, coordinate_names, kd_planes
 from privacy_eval.distance.search import (
     CELL,
     ID,
@@ -30,7 +30,7 @@ from privacy_eval.inputs import prepare_inputs
 from tests.spark.test_distance import ALL, CLOSE, _assert_agrees, _figures
 from tests.support.distance_oracle import distance_reference, tie_fixture
 
-NAMES = ["__c0", "__c1", "__c2"]
+NAMES = coordinate_names(3)
 
 
 def lattice(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -151,9 +151,9 @@ class TestKnowledgeProtection:
     ]
 
     def test_hand_computed_rate(self, spark, monkeypatch):
-        # Four values of temp in U: below the publication threshold, so lowered here to
-        # see the computed grid.
-        monkeypatch.setattr("privacy_eval.metrics.binning.MIN_GRID_SUPPORT", 4)
+        # Three distinct values of temp in U: below the publication threshold, so lowered
+        # here to see the computed grid.
+        monkeypatch.setattr("privacy_eval.metrics.binning.MIN_GRID_SUPPORT", 3)
         metrics, _ = run(spark, self.ORIGINAL, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
         kpr = metrics["knowledge_protection_rate"]
         assert kpr.numerator == 3 and kpr.denominator == 7
@@ -165,19 +165,35 @@ class TestKnowledgeProtection:
         assert kpr.value == pytest.approx(100 * (1 - 3 / 7), abs=1e-12)
 
     def test_grid_from_few_values_is_withheld(self, spark):
-        """With 4 values of temp in U (< MIN_GRID_SUPPORT) a mean-based step and the origin
-        would disclose them: both withheld, the rate unchanged."""
+        """With 4 values of temp in U, 3 distinct (< MIN_GRID_SUPPORT), a mean-based step and
+        the origin would disclose them: both withheld, the rate unchanged."""
         metrics, _ = run(spark, self.ORIGINAL, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
         kpr = metrics["knowledge_protection_rate"]
         grid = kpr.details["bins"]["temp"]
         assert grid["step"] is None and grid["origin"] is None and grid["step_from"] == "mean"
-        assert "4 value(s)" in grid["withheld"]
+        assert "3 distinct value(s)" in grid["withheld"]
         assert kpr.numerator == 3
         # One value: origin and step would each give it back exactly.
         one = [(1, -10.0, "a", 1), (2, None, "b", 2)]
         metrics, _ = run(spark, one, self.SYNTHETIC, KPR, KPR_SCHEMA, KPR_SCHEMA)
         text = json.dumps(metrics["knowledge_protection_rate"].details)
         assert "10.0" not in text and "0.5" not in text
+
+    @pytest.mark.parametrize("distinct, published", [(1, False), (9, False), (10, True)])
+    def test_the_grid_counts_distinct_values_not_records(self, spark, distinct, published):
+        """50 records in U (each its own `other`) share `distinct` values of temp: the grid
+        is published from 10 distinct values on, whatever the number of records."""
+        values = [98765.4321 + 3 * (i % distinct) for i in range(50)]
+        original = [(i, v, "a", i) for i, v in enumerate(values)]
+        config = MetricsConfig(knowledge_protection=KnowledgeProtectionConfig(known_variables=["temp", "other"]))
+        metrics, _ = run(spark, original, self.SYNTHETIC, config, KPR_SCHEMA, KPR_SCHEMA)
+        grid = metrics["knowledge_protection_rate"].details["bins"]["temp"]
+        assert (grid["origin"] is not None) is published and (grid["step"] is not None) is published
+        if published:
+            assert grid["step"] == pytest.approx(0.05 * sum(values) / 50, rel=1e-12)
+        else:
+            assert f"{distinct} distinct value(s)" in grid["withheld"]
+            assert "98765" not in json.dumps(metrics["knowledge_protection_rate"].details)
 
     def test_configured_bin_width_replaces_the_mean_rule(self, spark):
         # A width of 100 puts every original temp in one bin per group: (0,a) x2 in U...

@@ -81,7 +81,10 @@ def scaled(space: FastSpace, frame: pd.DataFrame) -> tuple[np.ndarray, int]:
         x = _numbers(frame[c])
         bad = ~np.isfinite(x)
         imputed += int(bad.sum())
-        z[:, j] = np.where(bad, 0.0, (np.where(bad, mu, x) - mu) / sd)
+        if sd == 0.0:
+            z[:, j] = np.where(bad | (x == mu), 0.0, 1.0)
+        else:
+            z[:, j] = np.where(bad, 0.0, (np.where(bad, mu, x) - mu) / sd)
     j = len(space.numeric)
     for c, mods, shares in zip(space.categorical, space.modalities, space.shares):
         text = _text(frame[c])
@@ -103,9 +106,9 @@ def fit(original: pd.DataFrame, columns: Sequence[str], categorical: Collection[
         x = x[np.isfinite(x)]
         if x.size == 0:
             raise ValueError(f"numeric column {c!r} has no finite original value")
-        if x.min() == x.max():
+        if x.min() == x.max():  # constant: its coordinate says only whether a value differs
             means.append(float(x[0]))
-            sds.append(1.0)
+            sds.append(0.0)
             continue
         mu = float(x.mean())
         sd = float(np.sqrt(np.mean((x - mu) ** 2)))

@@ -69,7 +69,8 @@ def as_text(value: Any) -> str | None:
     Spark casts a boolean to "true"/"false" while Python's str() gives "True"/"False", so
     booleans are mapped explicitly; a text "true" and a boolean True are the same modality.
     Floats listed as categorical use Python's str() (1.0 → "1.0", as Spark; exponent forms
-    such as 1e+20 differ from Spark's 1.0E20 and are not used in tests).
+    such as 1e+20 differ from Spark's 1.0E20 and are not used in tests), -0.0 that of 0.0
+    (equal values, docs/metrics.md).
     """
     if value is None or value is pd.NA or value is pd.NaT:
         return None
@@ -77,6 +78,8 @@ def as_text(value: Any) -> str | None:
         return None
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
+    if isinstance(value, (float, np.floating)) and value == 0:
+        return str(abs(value))
     return str(value)
 
 
@@ -92,7 +95,7 @@ class Space:
     numeric: tuple[str, ...]
     categorical: tuple[str, ...]
     means: tuple[float, ...]
-    sds: tuple[float, ...]
+    sds: tuple[float | None, ...]  # None: constant in the original
     modalities: tuple[tuple[tuple[str | None, float], ...], ...]  # per categorical column: (modality, p_k)
     width: int
     basis: np.ndarray | None  # width × K eigenvectors, None when no projection
@@ -114,7 +117,10 @@ def _scaled(space_stats: tuple, frame: pd.DataFrame) -> tuple[np.ndarray, int]:
         x = _numeric_values(frame[col])
         bad = ~np.isfinite(x)
         imputed += int(bad.sum())
-        z = (x - mu) / sd
+        if sd is None:  # constant in the original: 1 where the value differs from it
+            z = (x != mu).astype(float)
+        else:
+            z = (x - mu) / sd
         z[bad] = 0.0
         blocks.append(z[:, None])
     for col, mods in zip(categorical, modalities):
@@ -135,7 +141,8 @@ def _scaled(space_stats: tuple, frame: pd.DataFrame) -> tuple[np.ndarray, int]:
 def fit_space(
     original: pd.DataFrame, *, columns: Sequence[str], categorical: Collection[str] = (), components: int | str = 5
 ) -> Space:
-    """Fit the space on every row of ``original``: μ, population σ (σ ≤ 2.2e-308 → 1), shares p_k, projection.
+    """Fit the space on every row of ``original``: μ, population σ (σ ≤ 2.2e-308 → 1; None for a
+    constant column), shares p_k, projection.
 
     A column's kind is decided by the original's dtype (a synthetic column that is all null
     may have dtype object without being text).
@@ -157,10 +164,10 @@ def fit_space(
         if x.size == 0:
             raise ValueError(f"numeric column {col!r} has no finite original value (mean undefined)")
         if x.min() == x.max():
-            # Exactly constant: σ = 0 → 1 and μ = the value itself, so originals scale to exact zeros;
-            # a rounded mean would leave a ~1e-17 σ that blows rounding residue up to O(1).
+            # Exactly constant: no σ (None), and μ = the value itself; a record's coordinate
+            # is whether its value differs from it (a rounded mean would leave a ~1e-17 σ).
             means.append(float(x[0]))
-            sds.append(1.0)
+            sds.append(None)
             continue
         # fsum: correctly rounded sums, so the oracle's μ and σ do not depend on row order.
         mu = math.fsum(x.tolist()) / x.size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,11 +14,11 @@ CANARY_NUMBER = 73.918273645
 CANARY_MARKS = (CANARY_TEXT, "918273")
 
 
-def leaks(text: str) -> list[str]:
-    return [mark for mark in CANARY_MARKS if mark in text]
+def leaks(text: str, marks: Sequence[str] = CANARY_MARKS) -> list[str]:
+    return [mark for mark in marks if mark in text]
 
 
-def leaks_in_files(folder: Path) -> dict[str, list[str]]:
+def leaks_in_files(folder: Path, marks: Sequence[str] = CANARY_MARKS) -> dict[str, list[str]]:
     """Canaries in any file under `folder`: raw bytes, and Parquet read back as text
     (its pages may be compressed)."""
     found = {}
@@ -25,6 +26,6 @@ def leaks_in_files(folder: Path) -> dict[str, list[str]]:
         text = path.read_bytes().decode("utf-8", errors="replace")
         if path.suffix == ".parquet":
             text += str(pq.read_table(path).to_pylist())
-        if leaks(text):
-            found[str(path.relative_to(folder))] = leaks(text)
+        if leaks(text, marks):
+            found[str(path.relative_to(folder))] = leaks(text, marks)
     return found

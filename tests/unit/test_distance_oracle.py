@@ -250,22 +250,24 @@ def test_booleans_and_listed_categoricals():
 
 
 def test_constant_column_and_imputation():
-    # `const` is 0.1 everywhere (a rounded mean would leave σ ≈ 1e-17): σ → 1, μ = 0.1, originals at 0.
+    # `const` is 0.1 everywhere (a rounded mean would leave σ ≈ 1e-17): no σ, μ = 0.1, originals at 0,
+    # a record at 1 where its value differs from 0.1.
     # x: original [-1, 1, NaN, inf] → μ 0, σ 1 over the two finite values; 2 cells imputed to 0.
-    # Synthetic (x, const): (NaN, 0.1) → (0, 0) coincides with the imputed originals; (-inf, 2.1) → (0, 2);
-    # (None→NaN, 0.1) → (0, 0).  3 synthetic cells imputed.  Holdout: one -inf.
+    # Synthetic (x, const): (NaN, 0.1) → (0, 0) coincides with the imputed originals; (-inf, 2.1) → (0, 1):
+    # the distance says "differs", not 2.1 - 0.1; (None→NaN, 0.1) → (0, 0).  3 synthetic cells imputed.
+    # Holdout: one -inf.
     o = pd.DataFrame({"x": [-1.0, 1.0, np.nan, np.inf], "const": [0.1] * 4})
     s = pd.DataFrame({"x": [np.nan, -np.inf, None], "const": [0.1, 2.1, 0.1]})
     h = pd.DataFrame({"x": [-np.inf, 0.5], "const": [0.1, 0.1]})
     space = oracle.fit_space(o, columns=["x", "const"], components="all")
-    assert space.means == (0.0, 0.1) and space.sds == (1.0, 1.0)
+    assert space.means == (0.0, 0.1) and space.sds == (1.0, None)
     xo, imp = oracle.embed(space, o)
     assert imp == 2 and xo.tolist() == [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
     r = distance_reference(o, s, columns=["x", "const"], components="all", holdout=h)
     assert (r["imputed_original"], r["imputed_synthetic"], r["imputed_holdout"]) == (2, 3, 1)
     assert r["d1"][0] == 0.0 and r["d2"][0] == 0.0 and r["d1"][2] == 0.0
-    assert r["d1"][1] == pytest.approx(2.0, rel=1e-15)  # (0, 2) to (0, 0)
-    assert oracle.fit_space(pd.DataFrame({"c": [7, 7, 7]}), columns=["c"]).sds == (1.0,)
+    assert r["d1"][1] == 1.0  # (0, 1) to (0, 0)
+    assert oracle.fit_space(pd.DataFrame({"c": [7, 7, 7]}), columns=["c"]).sds == (None,)
 
 
 # --------------------------------------------------------------------------

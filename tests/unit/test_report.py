@@ -249,11 +249,24 @@ def test_undefined_metric_shows_its_status(tmp_path):
     row = MetricRow("column_direct_match_protection", None, "percent", 50.0, status="not_measurable", comparison=AT_LEAST)
     untargeted = MetricRow("row_direct_match_protection", 99.0, "percent", None, comparison=AT_LEAST)
     text = _write(tmp_path, [row, untargeted], [])
-    assert "| undefined | percent | ≥ 50 | NOT_MEASURABLE | not_measurable |" in _summary_line(
+    assert "| not_measurable | percent | ≥ 50 | NOT_MEASURABLE | not_measurable |" in _summary_line(
         text, "column_direct_match_protection")
     assert "| no target |" in _summary_line(text, "row_direct_match_protection")
     assert "## Column Direct Match Protection per column" not in text
     assert not any((tmp_path / name).exists() for name in report.FIGURES)
+
+
+@pytest.mark.parametrize("status", ["misaligned", "not_measurable", "undefined"])
+def test_a_row_without_a_value_shows_its_status_with_or_without_a_target(tmp_path, status):
+    rows = [MetricRow("linkage_success_rate", None, "fraction", None, status=status, comparison=AT_MOST),
+            MetricRow("hidden_rate", None, "percent", 90.0, status=status, comparison=AT_LEAST)]
+    assert cli._summary("d", "r", rows).splitlines()[1:] == [
+        f"  linkage_success_rate  {status:>10}  no target",
+        f"  hidden_rate           {status:>10}  target >= 90  {status.upper()}",
+    ]
+    text = _write(tmp_path, rows, [])
+    assert f"| {status} | fraction | none | no target | {status} |" in _summary_line(text, "linkage_success_rate")
+    assert f"| {status} | percent | ≥ 90 | {status.upper()} | {status} |" in _summary_line(text, "hidden_rate")
 
 
 def test_columns_ranked_most_re_identifying_first(tmp_path):

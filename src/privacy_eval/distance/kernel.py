@@ -19,10 +19,16 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
+from privacy_eval.columns import INTERNAL_PREFIX
+
 # 5.2: d and r are tied when |d - r| <= TIE * max(1, r).
 TIE = 1e-9
-# A constant column (sd at or below this) is scaled by 1.
+# A column whose sd is at or below this (and which is not constant) is scaled by 1.
 TINY_SD = 2.2e-308
+# The sd of a column constant in the original: its coordinate is 1 where a value differs
+# from the constant, 0 where it equals it (or is imputed). Scaled by 1 instead, a
+# distance to a release that writes 0 there would read as the constant itself.
+CONSTANT = 0.0
 # A coordinate larger than this in size (a value that many of the original's standard
 # deviations from its mean) is refused: the squared distances of up to MAX_WIDTH (2000)
 # coordinates, each below 2 * sqrt(2000) * 1e150 once projected, stay below 1.6e307,
@@ -68,7 +74,10 @@ def scaled(batch: pd.DataFrame, scaling: Scaling) -> tuple[np.ndarray, np.ndarra
         with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused through `far`
             if e:
                 x = np.ldexp(x, -e)  # exact: the column's units (Scaling.exponents)
-            z[:, j] = np.where(bad, 0.0, (np.where(bad, mean, x) - mean) / sd)
+            if sd == CONSTANT:
+                z[:, j] = np.where(bad | (x == mean), 0.0, 1.0)
+            else:
+                z[:, j] = np.where(bad, 0.0, (np.where(bad, mean, x) - mean) / sd)
         far[(far < 0) & ~(np.abs(z[:, j]) <= MAX_COORDINATE)] = j
     j = len(scaling.numeric)
     for name, modalities, shares in zip(scaling.categorical, scaling.modalities, scaling.shares):
@@ -352,7 +361,7 @@ def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndar
 
 
 def coordinate_names(k: int) -> list[str]:
-    return [f"__c{j}" for j in range(k)]
+    return [f"{INTERNAL_PREFIX}c{j}" for j in range(k)]
 
 
 def as_matrix(frame: pd.DataFrame, names: Sequence[str]) -> np.ndarray:

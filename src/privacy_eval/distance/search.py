@@ -36,6 +36,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from privacy_eval.columns import INTERNAL_PREFIX
 from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
     HOME_K,
@@ -51,10 +52,11 @@ from privacy_eval.distance.kernel import (
     tie_tolerance,
 )
 
-CELL, PART, TASK = "__cell", "__part", "__task"
-ID = "__id"          # the query's identity (its row key)
-OWN = "__own"        # the cell holding the query's own synthetic record (cloaking)
-RADIUS = "__r"
+CELL, PART, TASK = INTERNAL_PREFIX + "cell", INTERNAL_PREFIX + "part", INTERNAL_PREFIX + "task"
+ID = INTERNAL_PREFIX + "id"          # the query's identity (its row key)
+OWN = INTERNAL_PREFIX + "own"        # the cell holding the query's own synthetic record (cloaking)
+RADIUS = INTERNAL_PREFIX + "r"
+_ALL = INTERNAL_PREFIX + "all"
 # A query's result row after its first search (nearest neighbours), in CELL: final, or
 # to be merged with the results of other cells.
 DONE, MERGE = -1, -2
@@ -228,7 +230,7 @@ def _cut(
     kept = placed if shared else placed[:1]
     for frame in kept:
         frame.persist(StorageLevel.MEMORY_AND_DISK)
-    side = "__side"
+    side = INTERNAL_PREFIX + "side"
     both = placed[0].select(F.lit(0).alias(side), CELL, *names).unionByName(
         placed[1].select(F.lit(1).alias(side), CELL, *names))
     try:
@@ -321,8 +323,8 @@ def nearest_distances(
     merged = F.array_sort(F.flatten(F.collect_list(F.array(*(F.col(o) for o in outs)))))
 
     def nearest_over_cells(answers: DataFrame) -> DataFrame:
-        return answers.groupBy(ID).agg(merged.alias("__all")).select(
-            ID, *(F.col("__all")[j].alias(o) for j, o in enumerate(outs))
+        return answers.groupBy(ID).agg(merged.alias(_ALL)).select(
+            ID, *(F.col(_ALL)[j].alias(o) for j, o in enumerate(outs))
         )
 
     result, _ = _second_pass(index, names, first, routes, [ID, *names], tasks, later_search,

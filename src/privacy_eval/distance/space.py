@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from privacy_eval.distance.kernel import MAX_COORDINATE, TINY_SD, Scaling, coordinate_names, projected, scaled
+from privacy_eval.columns import INTERNAL_PREFIX
+from privacy_eval.distance.kernel import CONSTANT, MAX_COORDINATE, TINY_SD, Scaling, coordinate_names, projected, scaled
 from privacy_eval.errors import InputError
-from privacy_eval.frames import binary_exponent, exact_moments, qcol
+from privacy_eval.frames import binary_exponent, canonical_value, exact_moments, qcol
 
 # A categorical column with more modalities than this is an identifier or free text, not
 # a variable of a FAMD: each modality is one coordinate and ZᵀZ grows with their square.
@@ -32,8 +35,9 @@ MAX_WIDTH = 2000
 # is ill-determined. Wider than an exact tie (1e-9): with a gap of 1e-6, measured, the
 # order of summation (the partitioning) moved distances by a few 1e-12.
 EIGEN_TIE = 1e-6
-IMPUTED = "__imputed"
-FAR = "__far"
+IMPUTED = INTERNAL_PREFIX + "imputed"
+_INPUT = INTERNAL_PREFIX + "input"
+FAR = INTERNAL_PREFIX + "far"
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,25 @@ class Space:
 
 def typed_columns(frame: DataFrame, columns: Sequence[str], numeric: Sequence[str]) -> list[Column]:
     """The columns as the kernel reads them: numeric ones as doubles, the others as text
-    (categorical values are compared by their text form)."""
-    return [qcol(c, frame).cast("double" if c in numeric else "string").alias(c) for c in columns]
+    (categorical values are compared by their text form, of the canonical value: -0.0 and
+    0.0 one modality). Named by position (`kernel_input`): PySpark's mapInArrow reads its
+    input columns by unquoted name, which fails on a name with a backtick or a dot."""
+    return [
+        (qcol(c, frame).cast("double") if c in numeric else categorical_text(frame, c)).alias(f"{_INPUT}{i}")
+        for i, c in enumerate(columns)
+    ]
+
+
+def kernel_input(batch: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """An Arrow batch of `typed_columns` as a pandas frame with the columns' own names."""
+    frame = batch.to_pandas()
+    frame.columns = list(frame.columns[: len(frame.columns) - len(columns)]) + list(columns)
+    return frame
+
+
+def categorical_text(frame: DataFrame, name: str) -> Column:
+    """A categorical value as the space compares it: the text of its canonical form."""
+    return canonical_value(frame, name).cast("string")
 
 
 def fit_space(original: DataFrame, columns: Sequence[str], numeric: Sequence[str], components: int | str) -> Space:
@@ -76,7 +97,7 @@ def fit_space(original: DataFrame, columns: Sequence[str], numeric: Sequence[str
     if components == "all" or int(components) >= scaling.width:
         return Space(scaling, None, 1.0, False)
     k = int(components)
-    gram = _gram(original.select(*typed_columns(original, columns, numeric)), scaling)
+    gram = _gram(original, columns, numeric, scaling)
     values, vectors = np.linalg.eigh(gram)  # ascending
     values = np.clip(values[::-1], 0.0, None)
     vectors = vectors[:, ::-1]
@@ -111,7 +132,7 @@ def _scaling(original: DataFrame, columns: Sequence[str], numeric: Sequence[str]
             # of 0.1s, which would blow rounding residues up to O(1).
             exponents.append(0)
             means.append(float(m.low))
-            sds.append(1.0)
+            sds.append(CONSTANT)
             continue
         e = binary_exponent(max(abs(m.low), abs(m.high)))
         mean, sd = m.mean(e), m.sd(e, ddof=0)
@@ -127,7 +148,7 @@ def _modalities(original: DataFrame, cats: Sequence[str]) -> tuple[tuple, tuple,
     and the original's rows (0 without categorical columns)."""
     if not cats:
         return (), (), 0
-    pairs = F.array(*(F.struct(F.lit(i).alias("i"), qcol(c).cast("string").alias("v")) for i, c in enumerate(cats)))
+    pairs = F.array(*(F.struct(F.lit(i).alias("i"), categorical_text(original, c).alias("v")) for i, c in enumerate(cats)))
     counted = original.select(F.explode(pairs).alias("p")).select("p.*").groupBy("i", "v").count()
     found: dict[int, list[tuple[str | None, int]]] = {i: [] for i in range(len(cats))}
     for row in counted.collect():
@@ -147,20 +168,20 @@ def _modalities(original: DataFrame, cats: Sequence[str]) -> tuple[tuple, tuple,
     )
 
 
-def _gram(frame: DataFrame, scaling: Scaling) -> np.ndarray:
+def _gram(original: DataFrame, columns: Sequence[str], numeric: Sequence[str], scaling: Scaling) -> np.ndarray:
     """ZᵀZ of the original, summed per task on the executors and over tasks here."""
-    width = scaling.width
+    width, names = scaling.width, list(columns)
 
     def partial(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         total = np.zeros((width, width))
         for batch in batches:
-            z, _, _ = scaled(batch.to_pandas(), scaling)  # the original's own values are never far
+            z, _, _ = scaled(kernel_input(batch, names), scaling)  # the original's own values are never far
             total += z.T @ z
         yield pa.RecordBatch.from_pydict({"g": [total.ravel().tolist()]})
 
-    parts = frame.mapInArrow(partial, "g array<double>").collect()
+    parts = original.select(*typed_columns(original, columns, numeric)).mapInArrow(partial, "g array<double>").collect()
     gram = np.zeros((width, width))
     for row in parts:
         gram += np.asarray(row["g"]).reshape(width, width)
@@ -168,27 +189,26 @@ def _gram(frame: DataFrame, scaling: Scaling) -> np.ndarray:
 
 
 def project(frame: DataFrame, space: Space, columns: Sequence[str], numeric: Sequence[str], keep: Sequence[str]) -> DataFrame:
-    """`keep` columns of `frame` and the record's coordinates in the space (`__c0`...),
+    """`keep` columns of `frame` and the record's coordinates in the space (`kernel.coordinate_names`),
     plus IMPUTED, its count of imputed numeric cells, and FAR, the first numeric column
     whose coordinate is too large (kernel.MAX_COORDINATE), or -1 (see `counted`)."""
-    names = coordinate_names(space.components)
+    coordinates = coordinate_names(space.components)
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
 
-    kept_schema = frame.select(*(qcol(k) for k in keep)).schema
-    schema = ", ".join(
-        [f"`{f.name}` {f.dataType.simpleString()}" for f in kept_schema.fields]
-        + [f"{n} double" for n in names] + [f"{IMPUTED} long", f"{FAR} long"]
+    # Fields, not a DDL string: a kept name may hold any character.
+    schema = T.StructType(
+        list(frame.select(*(qcol(k) for k in keep)).schema.fields)
+        + [T.StructField(n, T.DoubleType()) for n in coordinates]
+        + [T.StructField(IMPUTED, T.LongType()), T.StructField(FAR, T.LongType())]
     )
-    arrow_schema = to_arrow_schema(_parse_datatype_string(schema))
-    scaling, basis, kept = space.scaling, space.basis, list(keep)
+    arrow_schema = to_arrow_schema(schema)
+    scaling, basis, kept, inputs = space.scaling, space.basis, list(keep), list(columns)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:
-            pdf = batch.to_pandas()
-            z, imputed, far = scaled(pdf, scaling)
+            z, imputed, far = scaled(kernel_input(batch, inputs), scaling)
             with np.errstate(invalid="ignore"):  # a far record's inf * 0: refused by `counted`
                 coords = projected(z, basis)
             arrays = [batch.column(k) for k in kept]

@@ -14,9 +14,8 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from privacy_eval.frames import null_flagged, qcol, stacked_sides
+from privacy_eval.frames import null_flagged, stacked_sides
 from privacy_eval.linkage import names as N
 
 __all__ = [
@@ -26,7 +25,6 @@ __all__ = [
     "block_check_hash",
     "block_id",
     "figure_aggregates",
-    "normalised_value",
     "salted",
     "true_pairs",
     "with_block_ids",
@@ -35,20 +33,6 @@ __all__ = [
 #: Seeds tried for the block id before giving up: a collision among n blocks has odds of
 #: about n²/2^65 per seed, so a second attempt is already a once-in-a-lifetime event.
 BLOCK_ID_ATTEMPTS = 4
-
-
-def normalised_value(frame: DataFrame, name: str) -> Column:
-    """The blocking value with -0.0 -> 0.0 and every NaN -> one NaN.
-
-    Grouping hashes the raw bits of a double: without this, -0.0 and 0.0 (equal under
-    docs/metrics.md, Linkage attack: candidates and blocking) would land in different
-    blocks.
-    """
-    c = qcol(name, frame)
-    if isinstance(frame.schema[name].dataType, (T.FloatType, T.DoubleType)):
-        c = c.cast("double")
-        return F.when(F.isnan(c), F.lit(float("nan"))).when(c == F.lit(0.0), F.lit(0.0)).otherwise(c)
-    return c
 
 
 def block_id(bcols: Sequence[str], attempt: int) -> Column:

@@ -25,10 +25,9 @@ from pyspark.sql import types as T
 from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import as_double_sql, centred_sums, finite_sql, qcol, quote, stacked_sides
+from privacy_eval.frames import as_double_sql, canonical_value, centred_sums, finite_sql, qcol, quote, stacked_sides
 from privacy_eval.inputs import InputPassWork
 from privacy_eval.linkage import names as N
-from privacy_eval.linkage.blocking import normalised_value
 from privacy_eval.linkage.kernel.whitening import Moments
 
 if TYPE_CHECKING:
@@ -386,11 +385,11 @@ def prepare_sides(
 
 def _shaped(frame: DataFrame, key: str, plan: AttackPlan, integral_key: bool) -> DataFrame:
     # Keys of one type on both sides; non-integral ones are compared by their string
-    # form, after the same -0.0/NaN normalisation as blocking values.
-    k = qcol(key).cast("long") if integral_key else normalised_value(frame, key).cast("string")
+    # form, canonical (-0.0 as 0.0) like the blocking values.
+    k = qcol(key).cast("long") if integral_key else canonical_value(frame, key).cast("string")
     bcols = plan.blocking_columns
     if plan.blocking:
-        blocks = [normalised_value(frame, b).alias(c) for b, c in zip(plan.blocking, bcols)]
+        blocks = [canonical_value(frame, b).alias(c) for b, c in zip(plan.blocking, bcols)]
     else:
         blocks = [F.lit(0).alias(bcols[0])]
     xs = [qcol(t).cast("double").alias(c) for t, c in zip(plan.targets, plan.target_columns)]

@@ -15,8 +15,11 @@ from privacy_eval.errors import InputError
 from privacy_eval.frames import binary_exponent, exact_moments, finite_double, qcol, rescaled
 
 RELATIVE_BIN_WIDTH = 0.05
-# Fewest values of a known variable in U from which its grid (step, origin) is published.
+# Fewest distinct values of a known variable in U from which its grid (step, origin) is
+# published: fifty copies of one value give it back as surely as one.
 MIN_GRID_SUPPORT = 10
+# HyperLogLog's relative error for the screen of `_distinct_values`.
+_SCREEN_RSD = 0.01
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class BinGrid:
     step: float
     origin: float
     step_source: str   # "mean" (0.05 * |mean| of U) or "configured"
-    support: int | None = None  # finite values of the variable in U; None: not counted
+    support: int | None = None  # distinct finite values of the variable in U; None: not counted
     exponent: int = 0
 
     def published(self) -> dict:
@@ -40,8 +43,8 @@ class BinGrid:
 
         The spec asks for both. But with one value in U, origin = that value and a
         mean-based step = 5 % of it; with two, mean and origin solve for both. Below
-        MIN_GRID_SUPPORT values the figures are withheld (a configured step is the
-        user's own number and stays).
+        MIN_GRID_SUPPORT distinct values the figures are withheld (a configured step is
+        the user's own number and stays).
         """
         step, origin = math.ldexp(self.step, self.exponent), math.ldexp(self.origin, self.exponent)
         if self.support is None or self.support >= MIN_GRID_SUPPORT:
@@ -50,7 +53,8 @@ class BinGrid:
             "step": step if self.step_source == "configured" else None,
             "origin": None,
             "step_from": self.step_source,
-            "withheld": f"computed from {self.support} value(s) (< {MIN_GRID_SUPPORT}); they would disclose them",
+            "withheld": f"computed from {self.support} distinct value(s) (< {MIN_GRID_SUPPORT}); "
+                        "they would disclose them",
         }
 
 
@@ -71,7 +75,8 @@ def bin_grids(
     if not numeric_known:
         return ()
     grids = []
-    for v, moments in zip(numeric_known, exact_moments(singletons, numeric_known)):
+    distinct = _distinct_values(singletons, numeric_known)
+    for v, moments, support in zip(numeric_known, exact_moments(singletons, numeric_known), distinct):
         low = moments.low
         e = binary_exponent(max(abs(low), abs(moments.high))) if low is not None else 0
         mean, sd = moments.mean(e), moments.sd(e)
@@ -93,7 +98,7 @@ def bin_grids(
         spread = sd if sd is not None and math.isfinite(sd) else 0.0
         grid = BinGrid(
             variable=v, step=step, origin=math.ldexp(low, -e) - spread / 10.0, step_source=source,
-            support=moments.count, exponent=e,
+            support=support, exponent=e,
         )
         try:
             grid.published()
@@ -105,6 +110,23 @@ def bin_grids(
             ) from None
         grids.append(grid)
     return tuple(grids)
+
+
+def _distinct_values(singletons: DataFrame, names: Sequence[str]) -> list[int]:
+    """Distinct finite values of each variable in U: exact below 2 * MIN_GRID_SUPPORT,
+    at least that many otherwise.
+
+    A HyperLogLog count screens first (one pass, no shuffle of values). Below a few
+    thousand values it is a linear count of its non-empty registers, and colliding
+    values only leave fewer of them: fewer than MIN_GRID_SUPPORT distinct values never
+    read as more. Only variables it puts below twice that are counted exactly, and
+    those hold few distinct values, cheap to group."""
+    screened = singletons.agg(
+        *(F.approx_count_distinct(finite_double(v), _SCREEN_RSD) for v in names)
+    ).collect()[0]
+    few = [v for v, n in zip(names, screened) if n < 2 * MIN_GRID_SUPPORT]
+    exact = dict(zip(few, singletons.agg(*(F.count_distinct(finite_double(v)) for v in few)).collect()[0])) if few else {}
+    return [int(exact.get(v, n)) for v, n in zip(names, screened)]
 
 
 def bin_column(grid: BinGrid) -> Column:

@@ -11,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from privacy_eval.columns import KEY
+from privacy_eval.columns import INTERNAL_PREFIX, KEY
 from privacy_eval.config import ColumnDirectMatchConfig
 from privacy_eval.formatting import code, fmt
 from privacy_eval.frames import distinct_per_column, qcol, whole_row_shuffles
@@ -20,6 +20,7 @@ from privacy_eval.results import AT_LEAST, ColumnRow, MetricRow
 
 NAME = "column_direct_match_protection"
 FIGURE = "column_protection.png"
+_PAIRED = INTERNAL_PREFIX + "paired"
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def column_direct_match_protection(
     aligned = o.join(s, qcol(key, o) == qcol(key, s), "inner")
     with whole_row_shuffles(original.sparkSession, n_original + n_synthetic, len(columns)):
         match_counts = aligned.agg(
-            F.count(F.lit(1)).alias("__paired"),
+            F.count(F.lit(1)).alias(_PAIRED),
             *(
                 F.count(F.when(qcol(c, o).eqNullSafe(qcol(c, s)), 1)).alias(f"m{i}")
                 for i, c in enumerate(columns)
@@ -95,7 +96,7 @@ def column_direct_match_protection(
         for i, c in enumerate(columns)
     ]
     ranking = tuple(sorted(per_column, key=lambda p: (p.protection, p.column)))
-    paired = int(match_counts["__paired"])
+    paired = int(match_counts[_PAIRED])
     return ColumnDirectMatchResult(
         ranking=ranking,
         n_original=n_original,
