@@ -98,7 +98,7 @@ from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from privacy_eval.columns import INTERNAL_PREFIX
-from privacy_eval.frames import finite_double, finite_sql, qcol, quote
+from privacy_eval.frames import finite_double, finite_sql, qcol, quote, sequential_sum_sql
 
 __all__ = [
     "BUCKET_ROWS",
@@ -316,8 +316,8 @@ def _gower(
 ) -> str:
     """SQL: the mean disagreement over `columns`; x(c) and y(c) name the two values of
     column c."""
-    terms = " + ".join(_disagreement(x(c), y(c), ranges.get(c)) for c in columns)
-    return f"({terms}) / {_double(len(columns))}"
+    terms = sequential_sum_sql([_disagreement(x(c), y(c), ranges.get(c)) for c in columns])
+    return f"{terms} / {_double(len(columns))}"
 
 
 def pair_disagreements(columns: Sequence[str], ranges: Mapping[str, float | None]) -> list[Column]:

@@ -114,6 +114,32 @@ def canonical_value(frame: DataFrame, name: str) -> Column:
     return c
 
 
+# A sum written t1 + t2 + ... nests one level per term, and Spark's code generation
+# overflows its stack at a few hundred (measured: 501 terms ran, 600 did not). From this
+# many terms on, `sequential_sum_sql` folds them over an array instead.
+FLAT_SUM_TERMS = 64
+
+
+def sequential_sum_sql(terms: Sequence[str]) -> str:
+    """SQL: 0.0 + t1 + t2 + ... + tn of doubles, added left to right whatever n (so the
+    same rounding in either form), in an expression whose depth does not grow with n:
+    beyond FLAT_SUM_TERMS, aggregate() over array(t1, ..., tn), a flat list."""
+    if len(terms) < FLAT_SUM_TERMS:
+        return "(" + " + ".join(["0.0D", *terms]) + ")"
+    return f"aggregate(array({', '.join(terms)}), 0.0D, (acc, t) -> acc + t)"
+
+
+def conjunction(conditions: Sequence[Column]) -> Column:
+    """c1 AND c2 AND ... as a balanced tree: its depth grows with log2(n), not n (AND is
+    associative, nulls included)."""
+    if not conditions:
+        return F.lit(True)
+    level = list(conditions)
+    while len(level) > 1:
+        level = [level[i] & level[i + 1] if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return level[0]
+
+
 def finite_sql(x: str) -> str:
     """SQL text: the double `x` is a finite number. False for NaN and ±infinity, null for
     null (which CASE WHEN and WHERE take as false). The one test of "a finite number" of

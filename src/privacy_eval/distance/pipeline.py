@@ -38,6 +38,7 @@ from privacy_eval.distance.search import (
 )
 from privacy_eval.distance.space import EIGEN_TIE, Space, counted, fit_space, project
 from privacy_eval.errors import InputError
+from privacy_eval.frames import sequential_sum_sql
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +224,6 @@ def _paired_radii(o: DataFrame, s: DataFrame, names: Sequence[str], cells: Cells
     placed = [CELL] if CELL in o.columns and CELL in s.columns else []
     own = s.select(ID, *(F.col(c).alias("own" + c) for c in names), *(F.col(c).alias(OWN) for c in placed))
     joined = o.select(ID, *names, *placed).join(own, ID)
-    total = F.lit(0.0)
-    for c in names:
-        total = total + (F.col(c) - F.col("own" + c)) * (F.col(c) - F.col("own" + c))
+    total = F.expr(sequential_sum_sql([f"({c} - own{c}) * ({c} - own{c})" for c in names]))
     own_cell = F.col(OWN) if placed else cells.of([F.col("own" + c) for c in names])
     return joined.select(ID, F.sqrt(total).alias(RADIUS), own_cell.alias(OWN), *names, *placed)

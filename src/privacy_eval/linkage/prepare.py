@@ -25,7 +25,16 @@ from pyspark.sql import types as T
 from privacy_eval.columns import KEY
 from privacy_eval.config import LinkageConfig
 from privacy_eval.errors import InputError
-from privacy_eval.frames import as_double_sql, canonical_value, centred_sums, finite_sql, qcol, quote, stacked_sides
+from privacy_eval.frames import (
+    as_double_sql,
+    canonical_value,
+    centred_sums,
+    conjunction,
+    finite_sql,
+    qcol,
+    quote,
+    stacked_sides,
+)
 from privacy_eval.inputs import InputPassWork
 from privacy_eval.linkage import names as N
 from privacy_eval.linkage.kernel.whitening import Moments
@@ -158,7 +167,7 @@ def is_finite_number(x: str) -> Column:
 
 
 def _all_finite(xs: Sequence[str]) -> Column:
-    return functools.reduce(lambda cond, x: cond & is_finite_number(x), xs, F.lit(True))
+    return conjunction([is_finite_number(x) for x in xs])
 
 
 def complete_condition(tcols: Sequence[str]) -> Column:
@@ -264,7 +273,7 @@ def _stat_aggregates(frame: DataFrame, xs: Sequence[str]) -> tuple[DataFrame, di
         frame.select(
             "*", *(is_finite_number(c).alias(name) for c, name in zip(xs, ok)), *(F.expr(c).alias(name) for c, name in zip(xs, x))
         )
-        .withColumn(complete, functools.reduce(lambda a, b: a & b, [F.col(name) for name in ok]))
+        .withColumn(complete, conjunction([F.col(name) for name in ok]))
         .withColumns({name: F.when(F.col(complete), F.col(name)) for name in x})
     )
     v = [F.col(name) for name in x]

@@ -12,14 +12,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from privacy_eval.errors import InputError
-from privacy_eval.frames import binary_exponent, exact_moments, finite_double, qcol, rescaled
+from privacy_eval.frames import (
+    ExactMoments,
+    binary_exponent,
+    distinct_per_column,
+    exact_moments,
+    finite_double,
+    qcol,
+    rescaled,
+)
 
 RELATIVE_BIN_WIDTH = 0.05
 # Fewest distinct values of a known variable in U from which its grid (step, origin) is
 # published: fifty copies of one value give it back as surely as one.
 MIN_GRID_SUPPORT = 10
-# HyperLogLog's relative error for the screen of `_distinct_values`.
-_SCREEN_RSD = 0.01
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,9 @@ def bin_grids(
     if not numeric_known:
         return ()
     grids = []
-    distinct = _distinct_values(singletons, numeric_known)
-    for v, moments, support in zip(numeric_known, exact_moments(singletons, numeric_known), distinct):
+    all_moments = exact_moments(singletons, numeric_known)
+    distinct = _distinct_finite(singletons, numeric_known, all_moments)
+    for v, moments, support in zip(numeric_known, all_moments, distinct):
         low = moments.low
         e = binary_exponent(max(abs(low), abs(moments.high))) if low is not None else 0
         mean, sd = moments.mean(e), moments.sd(e)
@@ -112,21 +119,11 @@ def bin_grids(
     return tuple(grids)
 
 
-def _distinct_values(singletons: DataFrame, names: Sequence[str]) -> list[int]:
-    """Distinct finite values of each variable in U: exact below 2 * MIN_GRID_SUPPORT,
-    at least that many otherwise.
-
-    A HyperLogLog count screens first (one pass, no shuffle of values). Below a few
-    thousand values it is a linear count of its non-empty registers, and colliding
-    values only leave fewer of them: fewer than MIN_GRID_SUPPORT distinct values never
-    read as more. Only variables it puts below twice that are counted exactly, and
-    those hold few distinct values, cheap to group."""
-    screened = singletons.agg(
-        *(F.approx_count_distinct(finite_double(v), _SCREEN_RSD) for v in names)
-    ).collect()[0]
-    few = [v for v, n in zip(names, screened) if n < 2 * MIN_GRID_SUPPORT]
-    exact = dict(zip(few, singletons.agg(*(F.count_distinct(finite_double(v)) for v in few)).collect()[0])) if few else {}
-    return [int(exact.get(v, n)) for v, n in zip(names, screened)]
+def _distinct_finite(singletons: DataFrame, names: Sequence[str], moments: Sequence[ExactMoments]) -> list[int]:
+    """Distinct finite values of each variable in U: `frames.distinct_per_column` of the
+    finite values (one pass), less the one group of the others where U has any."""
+    counts = distinct_per_column(singletons.select(*(finite_double(v).alias(v) for v in names)), names)
+    return [n - (m.count < m.rows) for n, m in zip(counts, moments)]
 
 
 def bin_column(grid: BinGrid) -> Column:
