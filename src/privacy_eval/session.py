@@ -57,6 +57,10 @@ DRIVER_EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # faster with it (docs/benchmarks.md, "Linkage attack"). On a cluster the
 # executors' JVM options are the cluster's business (conf/spark/cluster.conf).
 LOCAL_GC_OPTION = "-XX:+UseParallelGC"
+# Spark's planner recurses once per column in places: grouping rows of 2,000 columns
+# overflowed the default thread stack (1 MB) with a StackOverflowError. Threads only
+# reserve this much address space; they use what they touch.
+DRIVER_STACK_OPTION = "-Xss64m"
 # The JVM refuses to start when two collectors are named ("Multiple garbage collectors
 # selected"), so a caller's own choice means none is added.
 _GC_CHOICE = re.compile(r"-XX:\+Use\w*GC\b")
@@ -101,10 +105,10 @@ def build_session(app_name: str = "privacy-eval", extra_conf: Mapping[str, str] 
 
 
 def driver_java_options(own: str | None, extra: str | None, local: bool) -> str:
-    """The driver JVM's default options: the log4j2 file, the local collector unless the
-    caller's default (`own`) or extra options name one, then `own`, last so that the
-    caller's options win."""
-    options = []
+    """The driver JVM's default options: the log4j2 file, the thread stack size, the
+    local collector unless the caller's default (`own`) or extra options name one, then
+    `own`, last so that the caller's options win."""
+    options = [DRIVER_STACK_OPTION]
     if LOG4J2_PROPERTIES.is_file():
         options.append(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.resolve().as_uri()}")
     if local and not _GC_CHOICE.search(f"{own or ''} {extra or ''}"):
