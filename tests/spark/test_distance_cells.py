@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
+from scipy.spatial.distance import cdist
 
 from privacy_eval.columns import KEY
 from privacy_eval.distance import distance_metrics, search
-from privacy_eval.distance.kernel import TIE, coordinate_names, kd_planes
+from privacy_eval.distance.kernel import CITY_BLOCK, EUCLIDEAN, TIE, coordinate_names, kd_planes
 from privacy_eval.distance.search import (
     CELL,
     ID,
@@ -43,8 +44,8 @@ def frame(spark, points: np.ndarray, **columns):
     return spark.createDataFrame(data).repartition(3)
 
 
-def brute_distances(queries: np.ndarray, index: np.ndarray) -> np.ndarray:
-    return np.sqrt(((queries[:, None, :] - index[None, :, :]) ** 2).sum(axis=2))
+def brute_distances(queries: np.ndarray, index: np.ndarray, p: float = EUCLIDEAN) -> np.ndarray:
+    return cdist(queries, index, "minkowski", p=p)
 
 
 INDEXES = {
@@ -56,20 +57,21 @@ INDEXES = {
 }
 
 
+@pytest.mark.parametrize("p", [EUCLIDEAN, CITY_BLOCK])
 @pytest.mark.parametrize("cell_records", [1, 7])
 @pytest.mark.parametrize("case", sorted(INDEXES))
-def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records, monkeypatch):
+def test_nearest_two_over_cells_match_brute_force(spark, case, cell_records, p, monkeypatch):
     if cell_records == 7:  # the partitioning of Spark before 4.1: tasks hashed into partitions
         monkeypatch.setattr(search, "DIRECT_PARTITIONS", False)
-    rng = np.random.default_rng(len(case) + cell_records)
+    rng = np.random.default_rng(len(case) + cell_records + int(p))
     index = INDEXES[case](rng)
     queries = np.vstack([lattice(rng, 50), rng.normal(1.5, 1.5, size=(20, 3))])
     asked = frame(spark, queries, **{ID: np.arange(len(queries))})
     cut = cut_into_cells(frame(spark, index), NAMES, len(index), cell_records, asked, len(queries))
     cells = cut.cells
-    found, cost = nearest_distances(cut, asked, NAMES, 2, 2, len(queries))
+    found, cost = nearest_distances(cut, asked, NAMES, 2, 2, len(queries), p)
     got = found.toPandas().sort_values(ID)
-    want = np.sort(brute_distances(queries, index), axis=1)
+    want = np.sort(brute_distances(queries, index, p), axis=1)
     want = np.hstack([want, np.full((len(queries), 2), np.inf)])[:, :2]
     assert np.allclose(got[["d1", "d2"]].to_numpy(), want, rtol=CLOSE, atol=CLOSE)
     assert len(got) == len(queries) and cost.cells == cells.n_cells and cost.cells_per_query >= 1

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from privacy_eval.distance import kernel
-from privacy_eval.distance.kernel import ROUTE_SLACK, cells_within, kd_planes
+from privacy_eval.distance.kernel import CITY_BLOCK, EUCLIDEAN, ROUTE_SLACK, cells_within, kd_planes
 from privacy_eval.distance.search import Cells
 
 
@@ -41,12 +41,12 @@ def boxes(points: np.ndarray, leaves: np.ndarray, depth: int) -> tuple[np.ndarra
 
 
 def pairs_within(queries: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray,
-                 depth: int) -> set[tuple[int, int]]:
+                 depth: int, p: float = EUCLIDEAN) -> set[tuple[int, int]]:
     """Brute force: every (query, cell) pair whose leaf box, non-empty, lies within the
-    query's bound (times 1 + ROUTE_SLACK), scanning every box."""
+    query's bound (times 1 + ROUTE_SLACK) in the metric `p`, scanning every box."""
     leaf = 2**depth + np.arange(2**depth)
     gap = np.maximum(np.maximum(lo[leaf][None] - queries[:, None], queries[:, None] - hi[leaf][None]), 0.0)
-    distance = np.sqrt((gap**2).sum(axis=2))
+    distance = (gap**p).sum(axis=2) ** (1 / p)
     return {(q, c) for q in range(len(queries)) for c in range(2**depth)
             if counts[leaf[c]] > 0 and distance[q, c] <= bound[q] * (1 + ROUTE_SLACK)}
 
@@ -86,9 +86,10 @@ def test_coinciding_points_make_one_cell_and_empty_ones():
     assert kd_planes(np.zeros((0, 2)), 2)[1][1:].tolist() == [np.inf] * 3  # no points at all
 
 
+@pytest.mark.parametrize("p", [EUCLIDEAN, CITY_BLOCK])
 @pytest.mark.parametrize("batch", [16_384, 7])  # 7: every level's candidates in many steps
 @pytest.mark.parametrize("depth", [0, 1, 3, 6, 8])
-def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch, monkeypatch):
+def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch, p, monkeypatch):
     monkeypatch.setattr(kernel, "_ROUTE_BATCH", batch)
     rng = np.random.default_rng(depth)
     points = rng.integers(0, 6, size=(400, 3)).astype(float)  # a lattice: queries on planes, boxes touching
@@ -97,15 +98,15 @@ def test_routing_finds_exactly_the_non_empty_cells_within_the_bound(depth, batch
     lo, hi, counts = boxes(points, leaves, depth)
     queries = np.vstack([rng.integers(0, 6, size=(60, 3)).astype(float), rng.normal(2.5, 2.0, size=(60, 3))])
     bound = np.concatenate([rng.choice([0.0, 1.0, np.sqrt(2.0), 2.5], 100), np.full(20, np.inf)])
-    query, cell = cells_within(queries, bound, lo, hi, counts, depth)
+    query, cell = cells_within(queries, bound, lo, hi, counts, depth, p)
     got = set(zip(query.tolist(), cell.tolist()))
     assert len(got) == len(query) and (np.diff(query) >= 0).all()  # no pair twice, in query order
-    want = pairs_within(queries, bound, lo, hi, counts, depth)
+    want = pairs_within(queries, bound, lo, hi, counts, depth, p)
     assert got == want
     assert depth == 0 or len(want) > len(queries)  # some queries reach several cells
     # Every point within a query's bound lies in a cell it is routed to.
     for q in range(len(queries)):
-        near = np.sqrt(((points - queries[q]) ** 2).sum(axis=1)) <= bound[q]
+        near = (np.abs(points - queries[q]) ** p).sum(axis=1) ** (1 / p) <= bound[q]
         assert set(leaves[near].tolist()) <= {c for qq, c in got if qq == q}
 
 

@@ -34,6 +34,11 @@ CONSTANT = 0.0
 # coordinates, each below 2 * sqrt(2000) * 1e150 once projected, stay below 1.6e307,
 # short of the largest double (1.8e308).
 MAX_COORDINATE = 1e150
+# The metrics a search measures in, as Minkowski's p (scipy's cKDTree takes it): the
+# distance suite's Euclidean distance, and the sum of absolute differences (L1), which on
+# an embedding with range-scaled numbers and halved one-hot categoricals is Anonymeter's
+# distance. A point's distance to a box, or across one of its faces, is taken in the same.
+EUCLIDEAN, CITY_BLOCK = 2.0, 1.0
 
 
 @dataclass(frozen=True)
@@ -103,13 +108,14 @@ def projected(z: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def nearest(index: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    """Distances from each query to its k nearest index points, ascending (queries x k);
-    inf where the index has fewer than k points. Exact (eps = 0)."""
+def nearest(index: np.ndarray, queries: np.ndarray, k: int, p: float = EUCLIDEAN) -> np.ndarray:
+    """Distances (Minkowski `p`: EUCLIDEAN or CITY_BLOCK) from each query to its k nearest
+    index points, ascending (queries x k); inf where the index has fewer than k points.
+    Exact (eps = 0)."""
     out = np.full((len(queries), k), np.inf)
     if len(index) and len(queries):
         order = _nearby_first(queries)
-        d, _ = _tree(index).query(queries[order], k=k)
+        d, _ = _tree(index).query(queries[order], k=k, p=p)
         out[order] = np.asarray(d).reshape(len(queries), k)
     return out
 
@@ -287,10 +293,11 @@ def route_limit(bound: np.ndarray) -> np.ndarray:
 
 
 def cells_within(
-    points: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, depth: int
+    points: np.ndarray, bound: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, depth: int,
+    p: float = EUCLIDEAN,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query, cell) pairs: for each point, every non-empty leaf cell whose box lies
-    within its bound (an inf bound reaches every non-empty cell). `lo`, `hi` and
+    within its bound in the metric `p` (an inf bound reaches every non-empty cell). `lo`, `hi` and
     `counts` describe every node of the heap (leaves at 2^depth + cell); a node's box
     holds its children's, so the descent drops a subtree as soon as its box is too far.
     It goes down up to _JUMP levels at a time, all of a node's descendants there at once
@@ -300,12 +307,12 @@ def cells_within(
     limit = route_limit(bound)
     query = np.arange(len(points))
     node = np.ones(len(points), dtype=np.int64)
-    keep = (counts[node] > 0) & (box_distances(points, lo[node], hi[node]) <= limit)
+    keep = (counts[node] > 0) & (box_distances(points, lo[node], hi[node], p) <= limit)
     query, node, level = query[keep], node[keep], 0
     while level < depth:
         jump = min(_JUMP, depth - level)
         steps = [
-            _descended(points, limit, query[s : s + _ROUTE_BATCH], node[s : s + _ROUTE_BATCH], jump, lo, hi, counts)
+            _descended(points, limit, query[s : s + _ROUTE_BATCH], node[s : s + _ROUTE_BATCH], jump, lo, hi, counts, p)
             for s in range(0, len(query), _ROUTE_BATCH)
         ]
         query = np.concatenate([q for q, _ in steps]) if steps else query
@@ -321,13 +328,13 @@ _ROUTE_BATCH = 16_384
 
 def _descended(
     points: np.ndarray, limit: np.ndarray, query: np.ndarray, node: np.ndarray, jump: int,
-    lo: np.ndarray, hi: np.ndarray, counts: np.ndarray,
+    lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, p: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The (query, node) candidates `jump` levels below the given ones, in the same order."""
     below = node[:, None] * 2**jump + np.arange(2**jump)[None, :]  # candidates x 2^jump
     # Below the root, every candidate has the same descendants: their boxes broadcast.
     boxes = below[:1] if (node == 1).all() else below
-    near = box_distances(points[query][:, None, :], lo[boxes], hi[boxes]) <= limit[query][:, None]
+    near = box_distances(points[query][:, None, :], lo[boxes], hi[boxes], p) <= limit[query][:, None]
     keep = near & (counts[below] > 0)
     return np.broadcast_to(query[:, None], below.shape)[keep], below[keep]
 
@@ -354,9 +361,12 @@ def face_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.nda
     return gaps.min(axis=-1) if gaps.shape[-1] else np.full(len(points), np.inf)
 
 
-def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The distance from each point to its box [lo, hi] (0 inside it), over the last axis."""
+def box_distances(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float = EUCLIDEAN) -> np.ndarray:
+    """The distance (Minkowski `p`) from each point to its box [lo, hi] (0 inside it),
+    over the last axis."""
     gap = np.maximum(np.maximum(lo - points, points - hi), 0.0)
+    if p == CITY_BLOCK:
+        return gap.sum(axis=-1)
     return np.sqrt((gap * gap).sum(axis=-1))
 
 

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from privacy_eval.columns import INTERNAL_PREFIX
 from privacy_eval.config import DistanceConfig
 from privacy_eval.distance.kernel import (
+    EUCLIDEAN,
     HOME_K,
     VISIT_K,
     as_matrix,
@@ -108,10 +109,12 @@ class Cells:
     def n_cells(self) -> int:
         return 2**self.depth
 
-    def within(self, points: np.ndarray, bound: np.ndarray, home: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def within(
+        self, points: np.ndarray, bound: np.ndarray, home: np.ndarray, p: float = EUCLIDEAN
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(point, cell) pairs: every non-empty cell other than the point's `home` (the
-        cell the planes place it in) whose box lies within the point's bound
-        (`kernel.cells_within`); `points` hold every coordinate. Every other cell's box
+        cell the planes place it in) whose box lies within the point's bound in the metric
+        `p` (`kernel.cells_within`); `points` hold every coordinate. Every other cell's box
         lies beyond a face of the home region, so a point whose bound stops short of those
         faces reaches none of them: only the others descend the tree of boxes (most
         points, in cells much wider than the bounds)."""
@@ -119,7 +122,7 @@ class Cells:
         lo, hi = self.regions
         # The faces' distances are rounded as the boxes' are; FACE_SLACK keeps the skip on the safe side.
         rest = np.flatnonzero(~(face_distances(on_axes, lo[home], hi[home]) * (1.0 - FACE_SLACK) > route_limit(bound)))
-        query, cell = cells_within(on_axes[rest], bound[rest], self.lo, self.hi, self.counts, self.depth)
+        query, cell = cells_within(on_axes[rest], bound[rest], self.lo, self.hi, self.counts, self.depth, p)
         other = cell != home[rest][query]
         return rest[query[other]], cell[other]
 
@@ -288,11 +291,14 @@ def _planes(index: DataFrame, names: Sequence[str], n: int, depth: int) -> tuple
 
 
 def nearest_distances(
-    index: CutIndex, queries: DataFrame, names: Sequence[str], n_nearest: int, tasks: int, m: int
+    index: CutIndex, queries: DataFrame, names: Sequence[str], n_nearest: int, tasks: int, m: int,
+    p: float = EUCLIDEAN,
 ) -> tuple[DataFrame, SearchCost]:
-    """(ID, d1[, d2]) per query: its `n_nearest` (1 or 2) smallest distances to the
-    indexed records (inf when there are fewer), persisted; and what the search cost.
-    `queries` (m records) hold ID and the coordinates `names` (and CELL: `home_cells`)."""
+    """(ID, d1, ..., dn) per query: its `n_nearest` smallest distances, in the metric `p`
+    (kernel.EUCLIDEAN or CITY_BLOCK), to the indexed records (inf when there are fewer),
+    persisted; and what the search cost. `queries` (m records) hold ID and the
+    coordinates `names` (and CELL: `home_cells`). A face of a cell is as far in either
+    metric, so the cells' routing holds for both."""
     cells = index.cells
     outs = [f"d{j + 1}" for j in range(n_nearest)]
 
@@ -300,16 +306,16 @@ def nearest_distances(
         """The nearest in the query's own cell: its result row (CELL = DONE, or MERGE
         when other cells lie within the n-th nearest distance) and a row per such cell."""
         points = as_matrix(qry, names)
-        d = nearest(as_matrix(idx, names), points, n_nearest)
+        d = nearest(as_matrix(idx, names), points, n_nearest, p)
         ids = qry[ID].to_numpy()
         if not cells.depth:
             return pd.DataFrame({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}})
-        query, cell = cells.within(points, d[:, -1], qry[CELL].to_numpy())
+        query, cell = cells.within(points, d[:, -1], qry[CELL].to_numpy(), p)
         return _first_pass_rows({ID: ids, **{o: d[:, j] for j, o in enumerate(outs)}}, query, cell,
                                 {ID: ids, **{c: points[:, j] for j, c in enumerate(names)}})
 
     def later_search(idx: pd.DataFrame, qry: pd.DataFrame) -> pd.DataFrame:
-        d = nearest(as_matrix(idx, names), as_matrix(qry, names), n_nearest)
+        d = nearest(as_matrix(idx, names), as_matrix(qry, names), n_nearest, p)
         return pd.DataFrame({ID: qry[ID].to_numpy(), **{o: d[:, j] for j, o in enumerate(outs)}})
 
     found = {o: "double" for o in outs}
